@@ -1,0 +1,72 @@
+//! The cluster cache: nodes and assigned pods with the indexes plugins read.
+//!
+//! - [`state`]: the data and its indexes, updated one event at a time.
+//! - [`zone_index`]: per-zone pod counts for ZoneSpread.
+//! - [`watch`]: kube-rs watchers that feed the state from the API server.
+//! - [`snapshot_file`]: fills the same state from a YAML/JSON file instead.
+//!
+//! Requests read through [`Cache::read`]: the guard is their consistent
+//! snapshot for the length of one evaluation.
+
+pub mod snapshot_file;
+mod state;
+pub mod watch;
+pub mod zone_index;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+pub use state::ClusterState;
+pub use zone_index::{CountDimension, CountKey, CountSelector, ZoneIndex};
+
+/// Shared, lock-protected cluster state plus sync flags for readiness.
+#[derive(Debug, Default)]
+pub struct Cache {
+    state: RwLock<ClusterState>,
+    nodes_synced: AtomicBool,
+    pods_synced: AtomicBool,
+}
+
+impl Cache {
+    /// An empty, unsynced cache.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A cache holding `state`, already synced (snapshot files, tests).
+    pub fn from_state(state: ClusterState) -> Self {
+        let c = Cache {
+            state: RwLock::new(state),
+            ..Default::default()
+        };
+        c.mark_nodes_synced();
+        c.mark_pods_synced();
+        c
+    }
+
+    /// A consistent read view; hold it for one evaluation, not across awaits.
+    pub fn read(&self) -> RwLockReadGuard<'_, ClusterState> {
+        self.state.read()
+    }
+
+    /// Exclusive access for the writers (watch loops, policy reloads).
+    pub fn write(&self) -> RwLockWriteGuard<'_, ClusterState> {
+        self.state.write()
+    }
+
+    /// True once the initial node and pod lists have been applied.
+    pub fn is_synced(&self) -> bool {
+        self.nodes_synced.load(Ordering::Acquire) && self.pods_synced.load(Ordering::Acquire)
+    }
+
+    /// Records that the initial node list is in.
+    pub fn mark_nodes_synced(&self) {
+        self.nodes_synced.store(true, Ordering::Release);
+    }
+
+    /// Records that the initial pod list is in.
+    pub fn mark_pods_synced(&self) {
+        self.pods_synced.store(true, Ordering::Release);
+    }
+}

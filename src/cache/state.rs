@@ -1,0 +1,261 @@
+//! The cluster as placer knows it: nodes, assigned pods and the indexes
+//! derived from them.
+//!
+//! `ClusterState` is updated by one writer (the watch loops or a snapshot
+//! file) and read by requests under a shared lock; a request holds the read
+//! guard for its whole evaluation, which gives it one consistent view without
+//! copying anything.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use crate::cache::zone_index::{CountDimension, ZoneIndex};
+use crate::framework::{NodeInfo, PodInfo};
+
+/// Nodes by name, assigned pods by `namespace/name`, and the zone index.
+#[derive(Debug, Default)]
+pub struct ClusterState {
+    nodes: HashMap<String, Arc<NodeInfo>>,
+    pods: HashMap<String, PodInfo>,
+    pods_by_node: HashMap<String, HashSet<String>>,
+    zones: ZoneIndex,
+}
+
+impl ClusterState {
+    /// An empty state that indexes `dims`.
+    pub fn with_dimensions(dims: &[CountDimension]) -> Self {
+        let mut s = ClusterState::default();
+        s.zones.reset(dims);
+        s
+    }
+
+    /// The node called `name`.
+    pub fn node(&self, name: &str) -> Option<&Arc<NodeInfo>> {
+        self.nodes.get(name)
+    }
+
+    /// Every node, in no particular order.
+    pub fn nodes(&self) -> impl Iterator<Item = &Arc<NodeInfo>> {
+        self.nodes.values()
+    }
+
+    /// Number of nodes.
+    pub fn node_count(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Number of counted (assigned, non-terminal) pods.
+    pub fn pod_count(&self) -> usize {
+        self.pods.len()
+    }
+
+    /// The assigned pod `namespace/name`.
+    pub fn pod(&self, namespace: &str, name: &str) -> Option<&PodInfo> {
+        self.pods.get(&pod_key(namespace, name))
+    }
+
+    /// The zone index (read side).
+    pub fn zones(&self) -> &ZoneIndex {
+        &self.zones
+    }
+
+    /// Indexes exactly `dims` from now on, recounting every pod if they changed
+    /// (a policy reload that adds or changes a ZoneSpread configuration).
+    pub fn set_dimensions(&mut self, dims: &[CountDimension]) {
+        if self.zones.has_dimensions(dims) {
+            return;
+        }
+        self.zones.reset(dims);
+        self.recount();
+    }
+
+    /// Adds or replaces a node; pods already on it are recounted under its new labels.
+    pub fn apply_node(&mut self, node: NodeInfo) {
+        let name = node.name.clone();
+        let new = Arc::new(node);
+        let old = self.nodes.insert(name.clone(), new.clone());
+        if old.as_deref() == Some(&*new) {
+            return;
+        }
+        let Some(keys) = self.pods_by_node.get(&name) else {
+            return;
+        };
+        for key in keys {
+            if let Some(pod) = self.pods.get(key) {
+                if let Some(old) = &old {
+                    self.zones.remove(pod, old);
+                }
+                self.zones.add(pod, &new);
+            }
+        }
+    }
+
+    /// Removes a node; its pods stop counting (they are kept, and count again
+    /// if the node comes back, as a re-registered kubelet's would).
+    pub fn delete_node(&mut self, name: &str) {
+        let Some(old) = self.nodes.remove(name) else {
+            return;
+        };
+        if let Some(keys) = self.pods_by_node.get(name) {
+            for key in keys {
+                if let Some(pod) = self.pods.get(key) {
+                    self.zones.remove(pod, &old);
+                }
+            }
+        }
+    }
+
+    /// Adds, updates or (when it is unassigned or terminal) forgets a pod.
+    pub fn apply_pod(&mut self, pod: PodInfo) {
+        let key = pod_key(&pod.namespace, &pod.name);
+        self.forget_pod(&key);
+        let Some(node_name) = pod.node_name.clone() else {
+            return;
+        };
+        if pod.is_terminal() {
+            return;
+        }
+        if let Some(node) = self.nodes.get(&node_name) {
+            self.zones.add(&pod, node);
+        }
+        self.pods_by_node
+            .entry(node_name)
+            .or_default()
+            .insert(key.clone());
+        self.pods.insert(key, pod);
+    }
+
+    /// Forgets the pod `namespace/name`.
+    pub fn delete_pod(&mut self, namespace: &str, name: &str) {
+        self.forget_pod(&pod_key(namespace, name));
+    }
+
+    fn forget_pod(&mut self, key: &str) {
+        let Some(old) = self.pods.remove(key) else {
+            return;
+        };
+        let Some(node_name) = old.node_name.as_deref() else {
+            return;
+        };
+        if let Some(node) = self.nodes.get(node_name) {
+            self.zones.remove(&old, node);
+        }
+        if let Some(keys) = self.pods_by_node.get_mut(node_name) {
+            keys.remove(key);
+            if keys.is_empty() {
+                self.pods_by_node.remove(node_name);
+            }
+        }
+    }
+
+    /// Replaces every node (after a full relist).
+    pub fn replace_nodes(&mut self, nodes: Vec<NodeInfo>) {
+        self.nodes = nodes
+            .into_iter()
+            .map(|n| (n.name.clone(), Arc::new(n)))
+            .collect();
+        self.recount();
+    }
+
+    /// Replaces every pod (after a full relist).
+    pub fn replace_pods(&mut self, pods: Vec<PodInfo>) {
+        self.pods.clear();
+        self.pods_by_node.clear();
+        self.zones.clear_counts();
+        for pod in pods {
+            self.apply_pod(pod);
+        }
+    }
+
+    fn recount(&mut self) {
+        self.zones.clear_counts();
+        for pod in self.pods.values() {
+            if let Some(node) = pod.node_name.as_deref().and_then(|n| self.nodes.get(n)) {
+                self.zones.add(pod, node);
+            }
+        }
+    }
+}
+
+fn pod_key(namespace: &str, name: &str) -> String {
+    format!("{namespace}/{name}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::zone_index::CountSelector;
+
+    fn dim() -> CountDimension {
+        CountDimension {
+            zone_label: "zone".into(),
+            selector: CountSelector::All,
+            same_namespace: false,
+        }
+    }
+
+    fn pod(name: &str, node: Option<&str>, phase: Option<&str>) -> PodInfo {
+        PodInfo {
+            name: name.into(),
+            namespace: "ns".into(),
+            node_name: node.map(str::to_string),
+            phase: phase.map(str::to_string),
+            ..Default::default()
+        }
+    }
+
+    fn count(s: &ClusterState, zone: &str) -> u64 {
+        s.zones()
+            .counts(&dim(), &PodInfo::default())
+            .and_then(|c| c.get(zone).copied())
+            .unwrap_or(0)
+    }
+
+    #[test]
+    fn pod_lifecycle_moves_counts() {
+        let mut s = ClusterState::with_dimensions(&[dim()]);
+        s.apply_node(NodeInfo::new("a", [("zone", "z1")]));
+        s.apply_pod(pod("p", None, None));
+        assert_eq!(count(&s, "z1"), 0, "unassigned pods are not counted");
+        s.apply_pod(pod("p", Some("a"), Some("Running")));
+        assert_eq!(count(&s, "z1"), 1);
+        s.apply_pod(pod("p", Some("a"), Some("Running")));
+        assert_eq!(count(&s, "z1"), 1, "re-applying is idempotent");
+        s.apply_pod(pod("p", Some("a"), Some("Succeeded")));
+        assert_eq!(count(&s, "z1"), 0, "terminal pods stop counting");
+        assert_eq!(s.pod_count(), 0);
+        s.apply_pod(pod("q", Some("a"), None));
+        s.delete_pod("ns", "q");
+        assert_eq!(count(&s, "z1"), 0);
+    }
+
+    #[test]
+    fn relabelled_and_deleted_nodes_move_their_pods() {
+        let mut s = ClusterState::with_dimensions(&[dim()]);
+        s.apply_pod(pod("early", Some("a"), None));
+        assert_eq!(count(&s, "z1"), 0, "node not known yet");
+        s.apply_node(NodeInfo::new("a", [("zone", "z1")]));
+        assert_eq!(count(&s, "z1"), 1, "pod counted once its node arrives");
+        s.apply_node(NodeInfo::new("a", [("zone", "z2")]));
+        assert_eq!((count(&s, "z1"), count(&s, "z2")), (0, 1));
+        s.delete_node("a");
+        assert_eq!(count(&s, "z2"), 0);
+        s.apply_node(NodeInfo::new("a", [("zone", "z2")]));
+        assert_eq!(count(&s, "z2"), 1);
+    }
+
+    #[test]
+    fn relists_and_new_dimensions_recount() {
+        let mut s = ClusterState::default();
+        s.replace_nodes(vec![NodeInfo::new("a", [("zone", "z1")])]);
+        s.replace_pods(vec![pod("p", Some("a"), None), pod("q", Some("a"), None)]);
+        assert_eq!(count(&s, "z1"), 0, "dimension not configured yet");
+        s.set_dimensions(&[dim()]);
+        assert_eq!(count(&s, "z1"), 2);
+        s.replace_pods(vec![pod("p", Some("a"), None)]);
+        assert_eq!(count(&s, "z1"), 1);
+        s.replace_nodes(vec![]);
+        assert_eq!(count(&s, "z1"), 0);
+        assert_eq!(s.node_count(), 0);
+    }
+}

@@ -1,0 +1,136 @@
+//! One small trait per extension point, as in kube-scheduler's
+//! `framework/interface.go`.
+//!
+//! A plugin is one struct implementing [`Plugin`] plus the extension-point
+//! traits it takes part in; its `as_*` methods tell the runner which ones.
+//! Enabling a plugin in a profile enables every point it implements. Plugins
+//! never call each other, never block and never do I/O: everything they read
+//! comes from the pod, the node, the [`CycleState`] and the cluster snapshot.
+
+use std::sync::Arc;
+
+use crate::cache::ClusterState;
+use crate::framework::{CycleState, NodeInfo, PodInfo, Status};
+
+/// Highest score a score plugin may give a node (kube-scheduler's `MaxNodeScore`).
+pub const MAX_NODE_SCORE: i64 = 100;
+/// Lowest score a score plugin may give a node.
+pub const MIN_NODE_SCORE: i64 = 0;
+
+/// Common to every plugin: its name and which extension points it implements.
+pub trait Plugin: Send + Sync {
+    /// The name used in the policy, in statuses and in metrics.
+    fn name(&self) -> &'static str;
+
+    /// This plugin as a PreFilter plugin, if it is one.
+    fn as_pre_filter(&self) -> Option<&dyn PreFilterPlugin> {
+        None
+    }
+    /// This plugin as a Filter plugin, if it is one.
+    fn as_filter(&self) -> Option<&dyn FilterPlugin> {
+        None
+    }
+    /// This plugin as a PreScore plugin, if it is one.
+    fn as_pre_score(&self) -> Option<&dyn PreScorePlugin> {
+        None
+    }
+    /// This plugin as a Score plugin, if it is one.
+    fn as_score(&self) -> Option<&dyn ScorePlugin> {
+        None
+    }
+}
+
+/// Runs once per pod before any Filter. May store data for Filter in the
+/// cycle state. `Skip` disables this plugin's Filter for the pod; a rejection
+/// rejects every node with this status.
+pub trait PreFilterPlugin: Plugin {
+    /// Prepares filtering of `pod`.
+    fn pre_filter(&self, state: &mut CycleState, pod: &PodInfo, cluster: &ClusterState) -> Status;
+}
+
+/// Decides whether `pod` may run on `node`. Called concurrently for
+/// different nodes. Returns `Success`, `Unschedulable` (eviction could help),
+/// `UnschedulableAndUnresolvable` (it cannot) or `Error`.
+pub trait FilterPlugin: Plugin {
+    /// Checks one node.
+    fn filter(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        node: &NodeInfo,
+        cluster: &ClusterState,
+    ) -> Status;
+}
+
+/// Runs once per pod before any Score, with the nodes that passed filtering.
+/// `Skip` means the plugin does not apply to this pod: its Score is not run
+/// and its weight does not count.
+pub trait PreScorePlugin: Plugin {
+    /// Prepares scoring of `pod` on `nodes`.
+    fn pre_score(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        nodes: &[Arc<NodeInfo>],
+        cluster: &ClusterState,
+    ) -> Status;
+}
+
+/// The score of one node from one plugin.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct NodeScore {
+    /// What the plugin measured, before normalization; `None` when the plugin
+    /// has no value for this node (it then scores 0 and is left out of
+    /// normalization).
+    pub raw: Option<i64>,
+    /// The score after normalization, clamped by the runner to 0..=100.
+    pub score: i64,
+    /// Why the node got this score, when that is not obvious (shown by `/explain`).
+    pub note: Option<Arc<str>>,
+}
+
+impl NodeScore {
+    /// A measured value that is also the initial score.
+    pub fn value(raw: i64) -> Self {
+        NodeScore {
+            raw: Some(raw),
+            score: raw,
+            note: None,
+        }
+    }
+
+    /// No value for this node: score 0, with the reason.
+    pub fn none(note: Arc<str>) -> Self {
+        NodeScore {
+            raw: None,
+            score: 0,
+            note: Some(note),
+        }
+    }
+
+    /// Adds an explanation.
+    #[must_use]
+    pub fn with_note(mut self, note: Arc<str>) -> Self {
+        self.note = Some(note);
+        self
+    }
+}
+
+/// Ranks nodes that passed filtering. `score` is called concurrently per
+/// node; `normalize` once with every node's score, to map raw values onto
+/// 0..=100. The runner clamps whatever comes out to 0..=100.
+pub trait ScorePlugin: Plugin {
+    /// Scores one node.
+    fn score(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        node: &NodeInfo,
+        cluster: &ClusterState,
+    ) -> Result<NodeScore, Status>;
+
+    /// Rewrites `scores[i].score` from the raw values; the default keeps them.
+    fn normalize(&self, _state: &CycleState, _pod: &PodInfo, _scores: &mut [NodeScore]) -> Status {
+        Status::success()
+    }
+}

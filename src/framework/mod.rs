@@ -1,0 +1,27 @@
+//! The scheduling framework: statuses, cycle state, one trait per extension
+//! point, and the runner that executes a profile's plugins.
+//!
+//! Both modes and the offline tools go through here: the extender verbs call
+//! [`Framework::filter_nodes`] and [`Framework::score`], `/explain` and
+//! `placer score` call [`explain()`].
+
+mod cycle_state;
+pub mod explain;
+pub mod interface;
+mod node;
+mod pod;
+mod runner;
+mod status;
+
+pub use cycle_state::CycleState;
+pub use explain::{Explanation, NODE_NOT_FOUND, explain};
+pub use interface::{
+    FilterPlugin, MAX_NODE_SCORE, MIN_NODE_SCORE, NodeScore, Plugin, PreFilterPlugin,
+    PreScorePlugin, ScorePlugin,
+};
+pub use node::NodeInfo;
+pub use pod::PodInfo;
+pub use runner::{
+    Framework, MAX_EXTENDER_SCORE, PluginScores, PreFilterResult, ScoreTable, WeightedPlugin,
+};
+pub use status::{Code, Status};

@@ -1,0 +1,31 @@
+//! # placer
+//!
+//! A Kubernetes scheduling service: a scheduler extender for stock
+//! kube-scheduler and, with the same plugins, a standalone scheduler.
+//!
+//! Where to start reading:
+//!
+//! | module | what it holds |
+//! | --- | --- |
+//! | [`protocol`] | the extender wire types (`ExtenderArgs`, `ExtenderFilterResult`, ...) |
+//! | [`framework`] | statuses, cycle state, one trait per extension point, the runner, explanations |
+//! | [`plugins`] | one file per plugin and the registry that builds them from the policy |
+//! | [`cache`] | nodes, assigned pods and the zone index, fed by watchers or a snapshot file |
+//! | [`policy`] | the policy file: strict loading, defaults, compiled profiles |
+//! | [`modes`] | extender mode (the HTTP verbs) and standalone mode |
+//! | [`ops`] | health, debug endpoints, logging |
+//! | [`server`] | the HTTP router: every route on one listener |
+//! | [`cli`] | the command line |
+#![deny(missing_docs)]
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
+
+pub mod cache;
+pub mod cli;
+pub mod framework;
+pub mod modes;
+pub mod ops;
+pub mod plugins;
+pub mod policy;
+pub mod protocol;
+pub mod server;

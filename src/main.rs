@@ -1,0 +1,26 @@
+//! The `placer` binary: parse the command line and hand over to the library.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use placer::cli::{self, Cli, Command};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Serve(args) => tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .map_err(anyhow::Error::from)
+            .and_then(|rt| rt.block_on(cli::serve(args))),
+        Command::Score(args) => cli::score(&args),
+        Command::CheckPolicy { policy } => cli::check_policy(&policy),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

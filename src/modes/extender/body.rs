@@ -1,0 +1,59 @@
+//! Reading request bodies: size limit with a JSON 413, and running the
+//! decode-and-evaluate work off the async workers when the body is large.
+
+use axum::body::{Body, Bytes};
+use axum::extract::{FromRequest, Request};
+use axum::http::StatusCode;
+
+use super::AppState;
+use super::error::ApiError;
+
+/// Bodies above this are decoded and evaluated on the blocking pool, so a
+/// 50 MB full-node request does not stall other requests (~1 ms of work).
+const BLOCKING_THRESHOLD: usize = 256 * 1024;
+
+/// The raw request body, read up to the configured limit.
+pub struct RawBody(pub Bytes);
+
+impl FromRequest<AppState> for RawBody {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &AppState) -> Result<Self, ApiError> {
+        let limit = state.settings.max_body_bytes;
+        let body: Body = req.into_body();
+        match axum::body::to_bytes(body, limit).await {
+            Ok(bytes) => Ok(RawBody(bytes)),
+            Err(e) => {
+                let too_large = std::error::Error::source(&e)
+                    .is_some_and(|s| s.is::<http_body_util::LengthLimitError>());
+                if too_large {
+                    Err(ApiError {
+                        status: StatusCode::PAYLOAD_TOO_LARGE,
+                        message: format!(
+                            "request body exceeds the limit of {limit} bytes (--max-body-bytes)"
+                        ),
+                    })
+                } else {
+                    Err(ApiError::bad_request(format!(
+                        "could not read request body: {e}"
+                    )))
+                }
+            }
+        }
+    }
+}
+
+/// Runs `work` on the body, on the blocking pool when the body is large.
+pub async fn run<T, F>(state: &AppState, body: Bytes, work: F) -> Result<T, ApiError>
+where
+    T: Send + 'static,
+    F: FnOnce(&AppState, &[u8]) -> Result<T, ApiError> + Send + 'static,
+{
+    if body.len() < BLOCKING_THRESHOLD {
+        return work(state, &body);
+    }
+    let state = state.clone();
+    tokio::task::spawn_blocking(move || work(&state, &body))
+        .await
+        .map_err(|e| ApiError::internal(format!("evaluation task failed: {e}")))?
+}

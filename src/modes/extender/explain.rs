@@ -1,0 +1,60 @@
+//! `POST /explain`: how every requested node filters and scores, as JSON or
+//! (`?format=table`) as a text table.
+
+use axum::Json;
+use axum::extract::{Query, State};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+
+use crate::framework::{Explanation, explain as explain_pod};
+use crate::protocol::{self, ExtenderArgs};
+
+use super::AppState;
+use super::body::{RawBody, run};
+use super::error::ApiError;
+use super::request;
+
+/// `?format=json|table`.
+#[derive(Debug, Deserialize, Default)]
+pub struct Format {
+    format: Option<String>,
+}
+
+/// The handler.
+pub async fn explain(
+    State(state): State<AppState>,
+    Query(q): Query<Format>,
+    RawBody(body): RawBody,
+) -> Result<Response, ApiError> {
+    let table = match q.format.as_deref() {
+        None | Some("json") => false,
+        Some("table") => true,
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "format: unsupported {other:?} (expected json or table)"
+            )));
+        }
+    };
+    let e = run(&state, body, |s, b| {
+        evaluate(
+            s,
+            protocol::from_slice(b).map_err(|e| ApiError::bad_request(e.message))?,
+        )
+    })
+    .await?;
+    Ok(if table {
+        e.to_table().into_response()
+    } else {
+        Json(e).into_response()
+    })
+}
+
+/// Explains the request.
+pub fn evaluate(state: &AppState, args: ExtenderArgs) -> Result<Explanation, ApiError> {
+    let policy = state.policy.load();
+    let cluster = state.cache.read();
+    let req = request::decode(args, &cluster)?;
+    let framework = request::profile_for(&policy, &req.pod).map_err(ApiError::bad_request)?;
+    let nodes: Vec<_> = req.nodes.into_iter().map(|r| (r.name, r.node)).collect();
+    Ok(explain_pod(&framework, &req.pod, &nodes, &cluster))
+}

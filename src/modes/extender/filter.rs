@@ -1,0 +1,97 @@
+//! `POST /filter`: which of the requested nodes may run the pod.
+
+use std::collections::BTreeMap;
+
+use axum::Json;
+use axum::extract::State;
+
+use crate::framework::{Code, CycleState, NODE_NOT_FOUND};
+use crate::protocol::{self, ExtenderArgs, ExtenderFilterResult, NodeList};
+
+use super::AppState;
+use super::body::{RawBody, run};
+use super::error::ApiError;
+use super::request::{self, Shape};
+
+/// The handler.
+pub async fn filter(
+    State(state): State<AppState>,
+    RawBody(body): RawBody,
+) -> Result<Json<ExtenderFilterResult>, ApiError> {
+    run(&state, body, |s, b| {
+        evaluate(
+            s,
+            protocol::from_slice(b).map_err(|e| ApiError::bad_request(e.message))?,
+        )
+    })
+    .await
+    .map(Json)
+}
+
+/// Filters the request's nodes with the pod's profile.
+pub fn evaluate(state: &AppState, args: ExtenderArgs) -> Result<ExtenderFilterResult, ApiError> {
+    let policy = state.policy.load();
+    let cluster = state.cache.read();
+    let req = request::decode(args, &cluster)?;
+    let framework = match request::profile_for(&policy, &req.pod) {
+        Ok(f) => f,
+        Err(message) => {
+            return Ok(ExtenderFilterResult {
+                error: message,
+                ..Default::default()
+            });
+        }
+    };
+    let known = req.known_nodes();
+    let mut cycle = CycleState::new();
+    let pre = framework.pre_filter(&mut cycle, &req.pod, &cluster);
+    let verdicts = framework.filter_nodes(&cycle, &pre, &req.pod, &known, &cluster);
+    drop(cluster);
+
+    let mut failed = BTreeMap::new();
+    let mut unresolvable = BTreeMap::new();
+    let mut verdicts = verdicts.into_iter();
+    let mut passed_names = Vec::new();
+    let mut passed_raw = Vec::new();
+    for r in req.nodes {
+        let verdict = match r.node {
+            None => Some((Code::Unschedulable, NODE_NOT_FOUND.to_string())),
+            Some(_) => verdicts.next().flatten().map(|s| (s.code(), s.message())),
+        };
+        match verdict {
+            None => {
+                passed_names.push(r.name);
+                passed_raw.extend(r.raw);
+            }
+            Some((Code::Error, message)) => {
+                return Ok(ExtenderFilterResult {
+                    error: message,
+                    ..Default::default()
+                });
+            }
+            Some((Code::UnschedulableAndUnresolvable, message)) => {
+                unresolvable.insert(r.name, message);
+            }
+            Some((_, message)) => {
+                failed.insert(r.name, message);
+            }
+        }
+    }
+    let (nodes, node_names) = match req.shape {
+        Shape::Names => (None, Some(passed_names)),
+        Shape::Full { metadata } => (
+            Some(NodeList {
+                metadata,
+                items: passed_raw,
+            }),
+            None,
+        ),
+    };
+    Ok(ExtenderFilterResult {
+        nodes,
+        node_names,
+        failed_nodes: Some(failed),
+        failed_and_unresolvable_nodes: Some(unresolvable),
+        error: String::new(),
+    })
+}

@@ -1,0 +1,77 @@
+//! `/policy` (the policy in force, defaults filled) and `/debug/zones` (what
+//! the zone index holds), for operators checking what placer sees.
+
+use std::collections::BTreeMap;
+
+use axum::Json;
+use axum::extract::State;
+use serde::Serialize;
+
+use crate::cache::{ClusterState, CountDimension};
+use crate::modes::extender::AppState;
+use crate::policy::Policy;
+
+/// The effective policy as JSON.
+pub async fn policy(State(state): State<AppState>) -> Json<Policy> {
+    Json(state.policy.load().policy().clone())
+}
+
+/// One counting dimension and its zones.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DimensionView {
+    /// The dimension (zone label, selector, namespace scoping).
+    pub dimension: CountDimension,
+    /// Zone → its numbers.
+    pub zones: BTreeMap<String, ZoneView>,
+    /// Nodes without the zone label.
+    pub unzoned_nodes: usize,
+}
+
+/// One zone's numbers.
+#[derive(Debug, Default, Serialize)]
+pub struct ZoneView {
+    /// Nodes in the zone.
+    pub nodes: usize,
+    /// Counted pods per key (priority, label values, namespace).
+    pub pods: BTreeMap<String, u64>,
+}
+
+/// Per dimension and zone: node count and counted pods.
+pub async fn zones(State(state): State<AppState>) -> Json<Vec<DimensionView>> {
+    Json(zone_views(&state.cache.read()))
+}
+
+/// Builds the `/debug/zones` view (O(nodes + keys); not on the request path).
+pub fn zone_views(cluster: &ClusterState) -> Vec<DimensionView> {
+    let mut views: Vec<DimensionView> = cluster
+        .zones()
+        .dimensions()
+        .map(|dim| {
+            let mut zones: BTreeMap<String, ZoneView> = BTreeMap::new();
+            let mut unzoned_nodes = 0;
+            for node in cluster.nodes() {
+                match node.label(&dim.zone_label) {
+                    Some(z) => zones.entry(z.to_string()).or_default().nodes += 1,
+                    None => unzoned_nodes += 1,
+                }
+            }
+            for (key, counts) in cluster.zones().table(dim).into_iter().flatten() {
+                for (zone, n) in counts {
+                    zones
+                        .entry(zone.clone())
+                        .or_default()
+                        .pods
+                        .insert(key.describe(), *n);
+                }
+            }
+            DimensionView {
+                dimension: dim.clone(),
+                zones,
+                unzoned_nodes,
+            }
+        })
+        .collect();
+    views.sort_by(|a, b| format!("{:?}", a.dimension).cmp(&format!("{:?}", b.dimension)));
+    views
+}

@@ -1,0 +1,28 @@
+//! Logging set-up: `tracing` with an `RUST_LOG`-style filter, text or JSON.
+
+use clap::ValueEnum;
+use tracing_subscriber::EnvFilter;
+
+/// Log line format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Installs the global subscriber. The filter comes from `RUST_LOG`
+/// (default: `info`, with kube's per-request spans kept at `warn`).
+pub fn init(format: LogFormat) {
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new("info,kube=warn,tower_http=warn"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    // A second init (tests) keeps the first subscriber.
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().flatten_event(true).try_init(),
+    };
+}

@@ -1,0 +1,255 @@
+//! CapabilityFilter: a pod annotation asks for a capability; only nodes with
+//! the matching label may run the pod (SPEC §5.1).
+//!
+//! Business meaning is kept out of node labels: the pod says "I need hardware
+//! encryption" (`myorg.io/require-hw-encrypt: "true"`) and the policy maps that
+//! to the node label that provides it.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::cache::ClusterState;
+use crate::framework::{
+    CycleState, FilterPlugin, NodeInfo, Plugin, PodInfo, PreFilterPlugin, Status,
+};
+use crate::policy::fields::NonEmpty;
+
+/// Plugin name in the policy.
+pub const NAME: &str = "CapabilityFilter";
+
+/// Arguments of CapabilityFilter.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct CapabilityFilterArgs {
+    /// The rules; a pod must satisfy every rule whose annotation it carries.
+    #[serde(default)]
+    pub rules: Vec<CapabilityRule>,
+}
+
+/// One annotation → label requirement.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", from = "RawRule")]
+pub struct CapabilityRule {
+    /// Pod annotation that asks for the capability.
+    pub pod_annotation: NonEmpty,
+    /// Annotation value that activates the rule (exact match).
+    pub pod_value: String,
+    /// Node label that provides the capability.
+    pub node_label: NonEmpty,
+    /// Required label value (exact match).
+    pub node_value: String,
+    /// Message for nodes that lack the capability.
+    pub reason: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawRule {
+    pod_annotation: NonEmpty,
+    #[serde(default = "default_true")]
+    pod_value: String,
+    node_label: NonEmpty,
+    #[serde(default = "default_true")]
+    node_value: String,
+    #[serde(default)]
+    reason: Option<String>,
+}
+
+fn default_true() -> String {
+    "true".to_string()
+}
+
+impl From<RawRule> for CapabilityRule {
+    fn from(r: RawRule) -> Self {
+        let reason = r.reason.filter(|s| !s.is_empty()).unwrap_or_else(|| {
+            format!(
+                "node(s) didn't have label {}={} required by annotation {}",
+                r.node_label, r.node_value, r.pod_annotation
+            )
+        });
+        CapabilityRule {
+            pod_annotation: r.pod_annotation,
+            pod_value: r.pod_value,
+            node_label: r.node_label,
+            node_value: r.node_value,
+            reason,
+        }
+    }
+}
+
+/// The plugin.
+pub struct CapabilityFilter {
+    rules: Arc<[CapabilityRule]>,
+}
+
+/// Indexes of the rules the current pod activates (written in PreFilter).
+struct ActiveRules(Vec<usize>);
+
+impl CapabilityFilter {
+    /// Builds the plugin from its arguments.
+    pub fn new(args: &CapabilityFilterArgs) -> Self {
+        CapabilityFilter {
+            rules: args.rules.clone().into(),
+        }
+    }
+}
+
+impl Plugin for CapabilityFilter {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+    fn as_pre_filter(&self) -> Option<&dyn PreFilterPlugin> {
+        Some(self)
+    }
+    fn as_filter(&self) -> Option<&dyn FilterPlugin> {
+        Some(self)
+    }
+}
+
+impl PreFilterPlugin for CapabilityFilter {
+    fn pre_filter(&self, state: &mut CycleState, pod: &PodInfo, _: &ClusterState) -> Status {
+        let active: Vec<usize> = self
+            .rules
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| pod.annotations.get(r.pod_annotation.as_str()) == Some(&r.pod_value))
+            .map(|(i, _)| i)
+            .collect();
+        if active.is_empty() {
+            return Status::skip("pod requests no capability");
+        }
+        state.write(ActiveRules(active));
+        Status::success()
+    }
+}
+
+impl FilterPlugin for CapabilityFilter {
+    fn filter(&self, state: &CycleState, _: &PodInfo, node: &NodeInfo, _: &ClusterState) -> Status {
+        let Some(ActiveRules(active)) = state.read::<ActiveRules>() else {
+            return Status::error("CapabilityFilter: PreFilter state missing");
+        };
+        let mut missing = active
+            .iter()
+            .map(|&i| &self.rules[i])
+            .filter(|r| node.label(&r.node_label) != Some(r.node_value.as_str()));
+        let Some(first) = missing.next() else {
+            return Status::success();
+        };
+        let mut status = Status::unresolvable(first.reason.clone());
+        for r in missing {
+            status = status.with_reason(r.reason.clone());
+        }
+        status
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::framework::Code;
+
+    fn plugin(yaml: &str) -> CapabilityFilter {
+        CapabilityFilter::new(&serde_yaml_ng::from_str(yaml).unwrap())
+    }
+
+    fn pod(annotations: &[(&str, &str)]) -> PodInfo {
+        PodInfo {
+            annotations: annotations
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    fn run(p: &CapabilityFilter, pod: &PodInfo, node: &NodeInfo) -> Status {
+        let cluster = ClusterState::default();
+        let mut state = CycleState::new();
+        let pre = p.pre_filter(&mut state, pod, &cluster);
+        if pre.code() == Code::Skip {
+            return pre;
+        }
+        p.filter(&state, pod, node, &cluster)
+    }
+
+    const HW: &str = "rules: [{podAnnotation: myorg.io/require-hw-encrypt, nodeLabel: node.kubernetes.io/hw-encrypt, reason: node(s) lack hardware encryption}]";
+
+    #[test]
+    fn annotated_pod_needs_the_exact_label() {
+        let p = plugin(HW);
+        let pod = pod(&[("myorg.io/require-hw-encrypt", "true")]);
+        let good = NodeInfo::new("a", [("node.kubernetes.io/hw-encrypt", "true")]);
+        assert_eq!(run(&p, &pod, &good).code(), Code::Success);
+        for labels in [
+            vec![],
+            vec![("node.kubernetes.io/hw-encrypt", "True")],
+            vec![("node.kubernetes.io/hw-encrypt", "false")],
+        ] {
+            let s = run(&p, &pod, &NodeInfo::new("b", labels));
+            assert_eq!(s.code(), Code::UnschedulableAndUnresolvable);
+            assert_eq!(s.message(), "node(s) lack hardware encryption");
+        }
+    }
+
+    #[test]
+    fn other_annotation_values_do_not_activate_the_rule() {
+        let p = plugin(HW);
+        let bare = NodeInfo::new("b", Vec::<(String, String)>::new());
+        for value in ["false", "TRUE", "yes", ""] {
+            let s = run(&p, &pod(&[("myorg.io/require-hw-encrypt", value)]), &bare);
+            assert_eq!(s.code(), Code::Skip, "value {value:?}");
+        }
+        assert_eq!(run(&p, &pod(&[]), &bare).code(), Code::Skip);
+    }
+
+    #[test]
+    fn defaults_fill_values_and_reason() {
+        let args: CapabilityFilterArgs =
+            serde_yaml_ng::from_str("rules: [{podAnnotation: a/b, nodeLabel: c/d}]").unwrap();
+        let r = &args.rules[0];
+        assert_eq!(
+            (r.pod_value.as_str(), r.node_value.as_str()),
+            ("true", "true")
+        );
+        assert_eq!(
+            r.reason,
+            "node(s) didn't have label c/d=true required by annotation a/b"
+        );
+    }
+
+    #[test]
+    fn every_failing_rule_is_reported() {
+        let p = plugin(
+            "rules: [{podAnnotation: a, nodeLabel: x, reason: no x}, {podAnnotation: b, podValue: on, nodeLabel: y, nodeValue: fast, reason: no fast y}]",
+        );
+        let pod = pod(&[("a", "true"), ("b", "on")]);
+        let s = run(
+            &p,
+            &pod,
+            &NodeInfo::new("n", [("x", "true"), ("y", "slow")]),
+        );
+        assert_eq!(s.message(), "no fast y");
+        let s = run(&p, &pod, &NodeInfo::new("n", [("y", "slow")]));
+        assert_eq!(s.reasons(), ["no x", "no fast y"]);
+    }
+
+    #[test]
+    fn bad_args_are_rejected() {
+        assert!(
+            serde_yaml_ng::from_str::<CapabilityFilterArgs>("rules: [{nodeLabel: x}]").is_err()
+        );
+        assert!(
+            serde_yaml_ng::from_str::<CapabilityFilterArgs>(
+                "rules: [{podAnnotation: a, nodeLabel: x, extra: 1}]"
+            )
+            .is_err()
+        );
+        assert!(
+            serde_yaml_ng::from_str::<CapabilityFilterArgs>(
+                "rules: [{podAnnotation: '', nodeLabel: x}]"
+            )
+            .is_err()
+        );
+    }
+}

@@ -1,0 +1,386 @@
+//! Reading and validating a policy file.
+//!
+//! Decoding is strict, like `KubeSchedulerConfiguration`: unknown keys,
+//! unknown plugins and bad values fail with `file:line:column: field: message`.
+//! Plugin arguments are decoded by the plugin's own type straight from the
+//! YAML stream, so their errors keep their positions too.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::path::Path;
+
+use serde::de::{self, IgnoredAny, MapAccess, Visitor};
+use serde::{Deserialize, Deserializer};
+
+use super::{
+    API_VERSION, ExtenderSettings, KIND, NonEmpty, PluginConfig, Policy, ProfileConfig, Weight,
+};
+use crate::plugins::{PLUGIN_NAMES, PluginArgs};
+
+/// A policy that could not be read or is invalid.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyError {
+    /// The file could not be read.
+    #[error("{file}: {source}")]
+    Read {
+        /// The file.
+        file: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The content is invalid.
+    #[error("{file}:{line}:{column}: {message}")]
+    Invalid {
+        /// The file.
+        file: String,
+        /// 1-based line (0 when unknown).
+        line: usize,
+        /// 1-based column (0 when unknown).
+        column: usize,
+        /// What is wrong, naming the field.
+        message: String,
+    },
+}
+
+/// Reads and validates the policy at `path`.
+pub fn load(path: &Path) -> Result<Policy, PolicyError> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|source| PolicyError::Read {
+        file: file.clone(),
+        source,
+    })?;
+    parse(&text, &file)
+}
+
+/// Validates policy `text`; `file` names it in errors.
+pub fn parse(text: &str, file: &str) -> Result<Policy, PolicyError> {
+    let de = serde_yaml_ng::Deserializer::from_str(text);
+    let raw: RawPolicy = serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        let (line, column) = inner.location().map_or((0, 0), |l| (l.line(), l.column()));
+        let mut message = strip_location(&inner.to_string());
+        // serde_yaml_ng prefixes the path of the enclosing mapping; the
+        // tracked path is at least as deep, so keep only that one.
+        if let Some((prefix, rest)) = message.split_once(": ") {
+            if !prefix.contains(' ') && path.starts_with(prefix) {
+                message = rest.to_string();
+            }
+        }
+        if path != "." && !path.is_empty() {
+            message = format!("{path}: {message}");
+        }
+        PolicyError::Invalid {
+            file: file.to_string(),
+            line,
+            column,
+            message,
+        }
+    })?;
+    raw.validate()
+        .map_err(|(message, (line, column))| PolicyError::Invalid {
+            file: file.to_string(),
+            line,
+            column,
+            message,
+        })
+}
+
+/// serde_yaml_ng appends " at line L column C" to messages; we print the
+/// position up front instead.
+fn strip_location(msg: &str) -> String {
+    match msg.rfind(" at line ") {
+        Some(i) => msg[..i].to_string(),
+        None => msg.to_string(),
+    }
+}
+
+fn line_of(text_pos: Option<(usize, usize)>) -> (usize, usize) {
+    text_pos.unwrap_or((0, 0))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawPolicy {
+    api_version: String,
+    kind: String,
+    #[serde(default)]
+    extender: RawExtender,
+    profiles: Vec<RawProfile>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawExtender {
+    default_profile: Option<NonEmpty>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawProfile {
+    scheduler_name: NonEmpty,
+    #[serde(default)]
+    plugins: Vec<PluginConfig>,
+}
+
+impl RawPolicy {
+    /// Checks that span fields (the decoder already checked each value).
+    fn validate(self) -> Result<Policy, (String, (usize, usize))> {
+        let here = line_of(None);
+        if self.api_version != API_VERSION {
+            return Err((
+                format!(
+                    "apiVersion: unsupported {:?}, expected {API_VERSION:?}",
+                    self.api_version
+                ),
+                here,
+            ));
+        }
+        if self.kind != KIND {
+            return Err((
+                format!("kind: unsupported {:?}, expected {KIND:?}", self.kind),
+                here,
+            ));
+        }
+        if self.profiles.is_empty() {
+            return Err(("profiles: at least one profile is required".into(), here));
+        }
+        let mut names = HashSet::new();
+        for (i, p) in self.profiles.iter().enumerate() {
+            if !names.insert(p.scheduler_name.as_str()) {
+                return Err((
+                    format!(
+                        "profiles[{i}].schedulerName: duplicate profile {:?}",
+                        p.scheduler_name.as_str()
+                    ),
+                    here,
+                ));
+            }
+            let mut plugins = HashSet::new();
+            for (j, c) in p.plugins.iter().enumerate() {
+                if !plugins.insert(c.name.as_str()) {
+                    return Err((
+                        format!(
+                            "profiles[{i}].plugins[{j}].name: plugin {:?} is enabled twice",
+                            c.name
+                        ),
+                        here,
+                    ));
+                }
+            }
+        }
+        if let Some(d) = &self.extender.default_profile {
+            if !names.contains(d.as_str()) {
+                return Err((
+                    format!(
+                        "extender.defaultProfile: no profile has schedulerName {:?}",
+                        d.as_str()
+                    ),
+                    here,
+                ));
+            }
+        }
+        Ok(Policy {
+            api_version: self.api_version,
+            kind: self.kind,
+            extender: ExtenderSettings {
+                default_profile: self.extender.default_profile.map(|d| d.to_string()),
+            },
+            profiles: self
+                .profiles
+                .into_iter()
+                .map(|p| ProfileConfig {
+                    scheduler_name: p.scheduler_name,
+                    plugins: p.plugins,
+                })
+                .collect(),
+        })
+    }
+}
+
+/// `{name, weight, args}`: `args` is decoded by the named plugin's own type.
+impl<'de> Deserialize<'de> for PluginConfig {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_map(PluginConfigVisitor)
+    }
+}
+
+struct PluginConfigVisitor;
+
+fn unknown_plugin<E: de::Error>(name: &str) -> E {
+    E::custom(format!(
+        "unknown plugin {name:?}, expected one of {}",
+        PLUGIN_NAMES.join(", ")
+    ))
+}
+
+impl<'de> Visitor<'de> for PluginConfigVisitor {
+    type Value = PluginConfig;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a plugin entry {name, weight, args}")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<PluginConfig, A::Error> {
+        let mut name: Option<String> = None;
+        let mut weight: Option<Weight> = None;
+        let mut args: Option<PluginArgs> = None;
+        // `args` written before `name`: decoded once the name is known.
+        let mut early_args: Option<serde_yaml_ng::Value> = None;
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "name" => {
+                    let n: String = map.next_value()?;
+                    if PluginArgs::default_for(&n).is_none() {
+                        return Err(unknown_plugin(&n));
+                    }
+                    name = Some(n);
+                }
+                "weight" => weight = Some(map.next_value()?),
+                "args" => match &name {
+                    Some(n) => args = Some(map.next_value_seed(ArgsSeed(n))?),
+                    None => early_args = Some(map.next_value()?),
+                },
+                other => {
+                    let _: IgnoredAny = map.next_value()?;
+                    return Err(de::Error::unknown_field(other, &["name", "weight", "args"]));
+                }
+            }
+        }
+        let name = name.ok_or_else(|| de::Error::missing_field("name"))?;
+        if let Some(v) = early_args {
+            let decoded = PluginArgs::deserialize_for(&name, v)
+                .ok_or_else(|| unknown_plugin::<A::Error>(&name))?;
+            args = Some(decoded.map_err(|e| de::Error::custom(format!("args: {e}")))?);
+        }
+        let args = match args {
+            Some(a) => a,
+            None => {
+                PluginArgs::default_for(&name).ok_or_else(|| unknown_plugin::<A::Error>(&name))?
+            }
+        };
+        Ok(PluginConfig {
+            name,
+            weight: weight.unwrap_or_default(),
+            args,
+        })
+    }
+}
+
+struct ArgsSeed<'a>(&'a str);
+
+impl<'de> de::DeserializeSeed<'de> for ArgsSeed<'_> {
+    type Value = PluginArgs;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<PluginArgs, D::Error> {
+        PluginArgs::deserialize_for(self.0, d).unwrap_or_else(|| Err(unknown_plugin(self.0)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"apiVersion: placer/v1alpha1
+kind: Policy
+extender:
+  defaultProfile: extender
+profiles:
+  - schedulerName: extender
+    plugins:
+      - name: CapabilityFilter
+        args:
+          rules:
+            - podAnnotation: myorg.io/require-hw-encrypt
+              nodeLabel: node.kubernetes.io/hw-encrypt
+      - name: ZoneSpread
+        weight: 2
+      - args: { unlabeledScore: 5 }
+        name: NetQoS
+"#;
+
+    fn err(text: &str) -> String {
+        parse(text, "p.yaml").unwrap_err().to_string()
+    }
+
+    #[test]
+    fn good_policy_gets_defaults() {
+        let p = parse(GOOD, "p.yaml").unwrap();
+        let plugins = &p.profiles[0].plugins;
+        assert_eq!(plugins[0].weight.get(), 1);
+        assert_eq!(plugins[1].weight.get(), 2);
+        let json = serde_json::to_value(&p).unwrap();
+        assert_eq!(
+            json["profiles"][0]["plugins"][1]["args"]["zoneLabel"],
+            "topology.kubernetes.io/zone"
+        );
+        assert_eq!(
+            json["profiles"][0]["plugins"][1]["args"]["countPods"],
+            "SamePriority"
+        );
+        assert_eq!(
+            json["profiles"][0]["plugins"][2]["args"]["unknownTierScore"], 5,
+            "defaults to unlabeledScore"
+        );
+        assert_eq!(
+            json["profiles"][0]["plugins"][0]["args"]["rules"][0]["nodeValue"],
+            "true"
+        );
+    }
+
+    #[test]
+    fn unknown_key_reports_position_and_field() {
+        let text = GOOD.replace("        weight: 2", "        weight: 2\n        wieght: 3");
+        let e = err(&text);
+        assert!(
+            e.starts_with("p.yaml:13:9: profiles[0].plugins[1]: unknown field"),
+            "{e}"
+        );
+        assert!(e.contains("unknown field `wieght`"), "{e}");
+    }
+
+    #[test]
+    fn bad_plugin_arg_reports_its_own_line() {
+        let text = GOOD.replace("podAnnotation: myorg", "podAnnotaton: myorg");
+        let e = err(&text);
+        assert!(e.starts_with("p.yaml:11:"), "{e}");
+        assert!(e.contains("profiles[0].plugins[0].args.rules[0]"), "{e}");
+        assert!(e.contains("podAnnotaton"), "{e}");
+    }
+
+    #[test]
+    fn unknown_plugin_and_bad_values() {
+        let e = err(&GOOD.replace("name: ZoneSpread", "name: ZoneSpreed"));
+        assert!(e.starts_with("p.yaml:13:"), "{e}");
+        assert!(e.contains("unknown plugin \"ZoneSpreed\", expected one of CapabilityFilter, ZoneSpread, NetQoS"), "{e}");
+        let e = err(&GOOD.replace("weight: 2", "weight: 0"));
+        assert!(e.starts_with("p.yaml:13:9: profiles[0].plugins[1].weight: invalid value: integer `0`, expected a weight"), "{e}");
+        let e = err(&GOOD.replace("unlabeledScore: 5", "unlabeledScore: 500"));
+        assert!(e.contains("args: invalid value: integer `500`"), "{e}");
+        let e = err(&GOOD.replace("weight: 2", "weight: two"));
+        assert!(
+            e.contains("profiles[0].plugins[1].weight: invalid type"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn cross_field_rules() {
+        assert!(
+            err(&GOOD.replace("defaultProfile: extender", "defaultProfile: nope"))
+                .contains("extender.defaultProfile")
+        );
+        assert!(
+            err(&GOOD.replace("placer/v1alpha1", "placer/v2")).contains("apiVersion: unsupported")
+        );
+        let dup = format!("{GOOD}      - name: ZoneSpread\n");
+        assert!(err(&dup).contains("plugin \"ZoneSpread\" is enabled twice"));
+        assert!(
+            err("apiVersion: placer/v1alpha1\nkind: Policy\nprofiles: []\n")
+                .contains("at least one profile")
+        );
+        assert!(
+            err("apiVersion: placer/v1alpha1\nkind: Policy\n").contains("missing field `profiles`")
+        );
+        assert!(err(": :\n  - [").starts_with("p.yaml:"));
+    }
+}

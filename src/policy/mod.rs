@@ -1,0 +1,132 @@
+//! The policy file (`placer/v1alpha1`, kind `Policy`): profiles, the plugins
+//! they enable, weights and arguments (SPEC §4).
+//!
+//! [`load`] reads and strictly validates a file; [`CompiledPolicy`] turns it
+//! into one [`Framework`] per profile, ready to run.
+
+pub mod fields;
+mod load;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use crate::cache::CountDimension;
+use crate::framework::{Framework, WeightedPlugin};
+use crate::plugins::PluginArgs;
+
+pub use fields::{NonEmpty, Score, Weight};
+pub use load::{PolicyError, load, parse};
+
+/// The API version this build understands.
+pub const API_VERSION: &str = "placer/v1alpha1";
+/// The kind of a policy document.
+pub const KIND: &str = "Policy";
+
+/// A validated policy with every default filled in.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Policy {
+    /// Always [`API_VERSION`].
+    pub api_version: String,
+    /// Always [`KIND`].
+    pub kind: String,
+    /// Settings of extender mode.
+    pub extender: ExtenderSettings,
+    /// The profiles, each owning one `schedulerName`.
+    pub profiles: Vec<ProfileConfig>,
+}
+
+/// Settings of extender mode.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExtenderSettings {
+    /// Profile used for pods whose `schedulerName` matches no profile.
+    pub default_profile: Option<String>,
+}
+
+/// One profile.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProfileConfig {
+    /// Pods with this `spec.schedulerName` use this profile.
+    pub scheduler_name: NonEmpty,
+    /// Enabled plugins, in the order they run.
+    pub plugins: Vec<PluginConfig>,
+}
+
+/// One enabled plugin.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PluginConfig {
+    /// Plugin name.
+    pub name: String,
+    /// Weight of its score.
+    pub weight: Weight,
+    /// Its arguments, defaults filled.
+    pub args: PluginArgs,
+}
+
+/// A policy turned into runnable frameworks.
+pub struct CompiledPolicy {
+    policy: Policy,
+    profiles: HashMap<String, Arc<Framework>>,
+}
+
+impl CompiledPolicy {
+    /// Builds every profile's plugins.
+    pub fn new(policy: Policy) -> Self {
+        let profiles = policy
+            .profiles
+            .iter()
+            .map(|p| {
+                let plugins = p
+                    .plugins
+                    .iter()
+                    .map(|c| WeightedPlugin {
+                        plugin: c.args.build(),
+                        weight: c.weight.get(),
+                    })
+                    .collect();
+                let name = p.scheduler_name.to_string();
+                (name.clone(), Arc::new(Framework::new(name, plugins)))
+            })
+            .collect();
+        CompiledPolicy { policy, profiles }
+    }
+
+    /// The policy as loaded (defaults filled).
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// The profile named `scheduler_name`.
+    pub fn profile(&self, scheduler_name: &str) -> Option<&Arc<Framework>> {
+        self.profiles.get(scheduler_name)
+    }
+
+    /// The profile for an extender call: the pod's own, else the default one.
+    pub fn profile_for_extender(&self, scheduler_name: &str) -> Option<&Arc<Framework>> {
+        self.profile(scheduler_name).or_else(|| {
+            self.policy
+                .extender
+                .default_profile
+                .as_deref()
+                .and_then(|d| self.profile(d))
+        })
+    }
+
+    /// The zone-index dimensions every ZoneSpread configuration needs.
+    pub fn count_dimensions(&self) -> Vec<CountDimension> {
+        let mut dims: Vec<CountDimension> = Vec::new();
+        for p in self.policy.profiles.iter().flat_map(|p| &p.plugins) {
+            if let PluginArgs::ZoneSpread(a) = &p.args {
+                let d = a.dimension();
+                if !dims.contains(&d) {
+                    dims.push(d);
+                }
+            }
+        }
+        dims
+    }
+}

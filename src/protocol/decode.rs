@@ -1,0 +1,120 @@
+//! Decoding helpers that reproduce Go's `encoding/json` leniency: field names
+//! match case-insensitively, unknown fields are ignored, and `null` means the
+//! same as an absent field. Errors name the JSON path and position.
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Deserializer};
+
+/// `T` decoded from a value that may be `null` (→ `T::default()`).
+pub(crate) struct Nullable<T>(pub T);
+
+impl<'de, T: Deserialize<'de> + Default> Deserialize<'de> for Nullable<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(Nullable(Option::<T>::deserialize(d)?.unwrap_or_default()))
+    }
+}
+
+/// A request body that is not the JSON the verb expects.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct DecodeError {
+    /// What is wrong and where (`at line L column C, field Path: ...`).
+    pub message: String,
+}
+
+/// Decodes `bytes` as `T`, reporting the failing field's path and position.
+pub fn from_slice<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, DecodeError> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let value = serde_path_to_error::deserialize(&mut de)
+        .map_err(|e| describe(e.path().to_string(), e.inner()))?;
+    de.end().map_err(|e| describe(String::new(), &e))?;
+    Ok(value)
+}
+
+fn describe(path: String, e: &serde_json::Error) -> DecodeError {
+    let what = strip_position(&e.to_string());
+    let message = if path.is_empty() || path == "." {
+        format!(
+            "invalid JSON at line {} column {}: {what}",
+            e.line(),
+            e.column()
+        )
+    } else {
+        format!(
+            "invalid JSON at line {} column {}, field {path}: {what}",
+            e.line(),
+            e.column()
+        )
+    };
+    DecodeError { message }
+}
+
+/// serde_json appends " at line L column C"; the message states it up front.
+fn strip_position(msg: &str) -> String {
+    match msg.rfind(" at line ") {
+        Some(i) => msg[..i].to_string(),
+        None => msg.to_string(),
+    }
+}
+
+/// Defines a wire struct whose JSON keys are Go field names: serialized in
+/// declaration order with every field present, decoded case-insensitively
+/// with `null`/absent fields left at their default.
+macro_rules! wire_struct {
+    (
+        $(#[$meta:meta])*
+        pub struct $name:ident {
+            $( $(#[$fmeta:meta])* $key:literal => $field:ident : $ty:ty ),* $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Default, serde::Serialize)]
+        pub struct $name {
+            $( $(#[$fmeta])* #[serde(rename = $key)] pub $field: $ty, )*
+        }
+
+        impl<'de> serde::Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                struct FieldsVisitor;
+                impl<'de> serde::de::Visitor<'de> for FieldsVisitor {
+                    type Value = $name;
+                    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                        f.write_str(concat!("a JSON object (", stringify!($name), ")"))
+                    }
+                    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<$name, A::Error> {
+                        let mut out = $name::default();
+                        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                            $(
+                                if key.eq_ignore_ascii_case($key) {
+                                    out.$field = map.next_value::<$crate::protocol::decode::Nullable<$ty>>()?.0;
+                                    continue;
+                                }
+                            )*
+                            map.next_value::<serde::de::IgnoredAny>()?;
+                        }
+                        Ok(out)
+                    }
+                }
+                struct NullableVisitor;
+                impl<'de> serde::de::Visitor<'de> for NullableVisitor {
+                    type Value = $name;
+                    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                        f.write_str(concat!("a JSON object (", stringify!($name), ") or null"))
+                    }
+                    fn visit_none<E: serde::de::Error>(self) -> Result<$name, E> {
+                        Ok($name::default())
+                    }
+                    fn visit_unit<E: serde::de::Error>(self) -> Result<$name, E> {
+                        Ok($name::default())
+                    }
+                    fn visit_some<D2: serde::Deserializer<'de>>(self, d: D2) -> Result<$name, D2::Error> {
+                        d.deserialize_map(FieldsVisitor)
+                    }
+                }
+                d.deserialize_option(NullableVisitor)
+            }
+        }
+    };
+}
+
+pub(crate) use wire_struct;
