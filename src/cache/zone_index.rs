@@ -27,6 +27,7 @@ pub enum CountSelector {
 
 /// One way of counting pods per zone; the index keeps one table per dimension.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct CountDimension {
     /// The node label whose value names the zone.
     pub zone_label: String,
@@ -240,7 +241,7 @@ mod tests {
         ix.add(&pod("n1", 1, &[]), &a);
         ix.add(&pod("n2", 2, &[("app", "x")]), &a);
         assert_eq!(ix.counts(&d, &pod("q", 3, &[])).unwrap()["z1"], 2);
-        assert!(ix.has_dimensions(&[d.clone()]));
+        assert!(ix.has_dimensions(std::slice::from_ref(&d)));
         ix.clear_counts();
         assert!(ix.counts(&d, &pod("q", 3, &[])).is_none());
     }

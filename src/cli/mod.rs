@@ -70,6 +70,18 @@ pub struct ServeArgs {
     /// Elect a leader through a Lease before scheduling (standalone mode).
     #[arg(long)]
     pub leader_elect: bool,
+    /// Serve HTTPS with this certificate chain (PEM); reloaded when it changes.
+    #[arg(long, requires = "tls_key_file")]
+    pub tls_cert_file: Option<PathBuf>,
+    /// Private key for --tls-cert-file (PEM).
+    #[arg(long, requires = "tls_cert_file")]
+    pub tls_key_file: Option<PathBuf>,
+    /// Require client certificates signed by this CA (mutual TLS).
+    #[arg(long, requires = "tls_cert_file")]
+    pub client_ca_file: Option<PathBuf>,
+    /// Do not watch the policy file for changes.
+    #[arg(long)]
+    pub no_policy_reload: bool,
     /// Log format.
     #[arg(long, value_enum, default_value = "text")]
     pub log_format: LogFormat,

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use arc_swap::ArcSwap;
+use axum_server::tls_rustls::RustlsConfig;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use tracing::info;
 
@@ -12,8 +12,12 @@ use super::ServeArgs;
 use crate::cache::{Cache, ClusterState, snapshot_file, watch};
 use crate::modes::extender::{AppState, Binder, Settings};
 use crate::modes::standalone;
-use crate::ops::telemetry;
+use crate::ops::tls::TlsFiles;
+use crate::ops::{policy_reload, telemetry, tls};
 use crate::policy::{self, CompiledPolicy};
+
+/// How long in-flight requests may take to finish after SIGTERM.
+const DRAIN: Duration = Duration::from_secs(20);
 
 /// Runs the service until SIGTERM or Ctrl-C.
 pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
@@ -23,7 +27,6 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         bail!(standalone::UNAVAILABLE);
     }
     let dims = compiled.count_dimensions();
-    let policy = Arc::new(ArcSwap::from_pointee(compiled));
 
     let (cache, binder) = match &args.snapshot {
         Some(path) => {
@@ -43,25 +46,52 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         }
     };
 
-    let state = AppState {
-        policy,
-        cache,
-        binder,
-        settings: Arc::new(Settings {
-            max_body_bytes: args.max_body_bytes,
-            request_timeout: Duration::from_millis(args.request_timeout_ms),
-            verbs_enabled: args.mode.serves_verbs(),
-            path_prefix: args.path_prefix.clone(),
-        }),
+    let settings = Settings {
+        max_body_bytes: args.max_body_bytes,
+        request_timeout: Duration::from_millis(args.request_timeout_ms),
+        verbs_enabled: args.mode.serves_verbs(),
+        path_prefix: args.path_prefix.clone(),
     };
-    let listener = tokio::net::TcpListener::bind(args.listen)
-        .await
-        .with_context(|| format!("listening on {}", args.listen))?;
-    info!(listen = %args.listen, mode = ?args.mode, "placer serving");
-    axum::serve(listener, crate::server::router(state))
-        .with_graceful_shutdown(shutdown_signal())
-        .await
-        .context("serving HTTP")?;
+    let state = AppState::new(compiled, cache, binder, settings);
+    if !args.no_policy_reload {
+        tokio::spawn(policy_reload::run(args.policy.clone(), state.clone()));
+    }
+    let metrics = state.metrics.clone();
+    let app = crate::server::router(state);
+
+    match (&args.tls_cert_file, &args.tls_key_file) {
+        (Some(cert), Some(key)) => {
+            let files = TlsFiles {
+                cert: cert.clone(),
+                key: key.clone(),
+                client_ca: args.client_ca_file.clone(),
+            };
+            let config = RustlsConfig::from_config(Arc::new(files.server_config()?));
+            tokio::spawn(tls::reload_on_change(files, config.clone(), metrics));
+            let handle = axum_server::Handle::new();
+            let shutdown = handle.clone();
+            tokio::spawn(async move {
+                shutdown_signal().await;
+                shutdown.graceful_shutdown(Some(DRAIN));
+            });
+            info!(listen = %args.listen, mode = ?args.mode, mtls = args.client_ca_file.is_some(), "placer serving HTTPS");
+            axum_server::bind_rustls(args.listen, config)
+                .handle(handle)
+                .serve(app.into_make_service())
+                .await
+                .with_context(|| format!("serving HTTPS on {}", args.listen))?;
+        }
+        _ => {
+            let listener = tokio::net::TcpListener::bind(args.listen)
+                .await
+                .with_context(|| format!("listening on {}", args.listen))?;
+            info!(listen = %args.listen, mode = ?args.mode, "placer serving HTTP");
+            axum::serve(listener, app)
+                .with_graceful_shutdown(shutdown_signal())
+                .await
+                .context("serving HTTP")?;
+        }
+    }
     info!("placer stopped");
     Ok(())
 }
@@ -86,7 +116,6 @@ async fn shutdown_signal() {
     let ctrl_c = async {
         let _ = tokio::signal::ctrl_c().await;
     };
-    #[cfg(unix)]
     let term = async {
         match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
             Ok(mut s) => {
@@ -95,8 +124,6 @@ async fn shutdown_signal() {
             Err(_) => std::future::pending::<()>().await,
         }
     };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
     tokio::select! {
         () = ctrl_c => {},
         () = term => {},

@@ -22,6 +22,7 @@ pub use interface::{
 pub use node::NodeInfo;
 pub use pod::PodInfo;
 pub use runner::{
-    Framework, MAX_EXTENDER_SCORE, PluginScores, PreFilterResult, ScoreTable, WeightedPlugin,
+    ExtensionPoint, Framework, MAX_EXTENDER_SCORE, Observer, PluginScores, PreFilterResult,
+    ScoreTable, WeightedPlugin,
 };
 pub use status::{Code, Status};

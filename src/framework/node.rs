@@ -50,6 +50,7 @@ impl From<&Node> for NodeInfo {
 impl<'de> Deserialize<'de> for NodeInfo {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         #[derive(Deserialize)]
+        #[serde(expecting = "a Node object")]
         struct Wire {
             metadata: Option<Meta>,
         }

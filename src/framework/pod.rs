@@ -90,6 +90,7 @@ impl<'de> Deserialize<'de> for PodInfo {
 }
 
 #[derive(Deserialize)]
+#[serde(expecting = "a Pod object")]
 struct WirePod {
     metadata: Option<WireMeta>,
     spec: Option<WireSpec>,

@@ -6,6 +6,7 @@
 
 use std::ops::ControlFlow;
 use std::sync::Arc;
+use std::time::Instant;
 
 use rayon::prelude::*;
 
@@ -30,11 +31,46 @@ pub struct WeightedPlugin {
     pub weight: i64,
 }
 
+/// An extension point, as a metric label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ExtensionPoint {
+    /// PreFilter.
+    PreFilter,
+    /// Filter (one observation covers every node of the request).
+    Filter,
+    /// PreScore.
+    PreScore,
+    /// Score (one observation covers every node of the request).
+    Score,
+    /// NormalizeScore.
+    NormalizeScore,
+}
+
+impl ExtensionPoint {
+    /// The name kube-scheduler uses for the point.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExtensionPoint::PreFilter => "PreFilter",
+            ExtensionPoint::Filter => "Filter",
+            ExtensionPoint::PreScore => "PreScore",
+            ExtensionPoint::Score => "Score",
+            ExtensionPoint::NormalizeScore => "NormalizeScore",
+        }
+    }
+}
+
+/// Receives how long each plugin took at each extension point (metrics).
+pub trait Observer: Send + Sync {
+    /// `plugin` spent `seconds` at `point` for one pod.
+    fn plugin_duration(&self, plugin: &'static str, point: ExtensionPoint, seconds: f64);
+}
+
 /// The plugins of one profile, in policy order, and the logic that runs them.
 #[derive(Clone)]
 pub struct Framework {
     profile: String,
     plugins: Vec<WeightedPlugin>,
+    observer: Option<Arc<dyn Observer>>,
 }
 
 /// What PreFilter decided for the whole pod.
@@ -42,8 +78,15 @@ pub struct Framework {
 pub struct PreFilterResult {
     /// A rejection that applies to every node.
     pub rejection: Option<Status>,
-    /// Plugins whose Filter does not run for this pod.
-    pub skipped: Vec<&'static str>,
+    /// Plugins whose Filter does not run for this pod, with their reasons.
+    pub skipped: Vec<Status>,
+}
+
+impl PreFilterResult {
+    /// The Skip status of `plugin`, if its PreFilter skipped it.
+    pub fn skipped(&self, plugin: &str) -> Option<&Status> {
+        self.skipped.iter().find(|s| s.plugin() == plugin)
+    }
 }
 
 /// The scores of every score plugin for the nodes of one request.
@@ -96,7 +139,26 @@ impl Framework {
         Framework {
             profile: profile.into(),
             plugins,
+            observer: None,
         }
+    }
+
+    /// Reports plugin durations to `observer`.
+    #[must_use]
+    pub fn with_observer(mut self, observer: Arc<dyn Observer>) -> Self {
+        self.observer = Some(observer);
+        self
+    }
+
+    /// Runs `f`, reporting its duration as `plugin` at `point`.
+    fn timed<T>(&self, plugin: &'static str, point: ExtensionPoint, f: impl FnOnce() -> T) -> T {
+        let Some(observer) = &self.observer else {
+            return f();
+        };
+        let start = Instant::now();
+        let out = f();
+        observer.plugin_duration(plugin, point, start.elapsed().as_secs_f64());
+        out
     }
 
     /// The profile's scheduler name.
@@ -126,10 +188,14 @@ impl Framework {
             let Some(p) = wp.plugin.as_pre_filter() else {
                 continue;
             };
-            let status = p.pre_filter(state, pod, cluster).with_plugin(p.name());
+            let status = self
+                .timed(p.name(), ExtensionPoint::PreFilter, || {
+                    p.pre_filter(state, pod, cluster)
+                })
+                .with_plugin(p.name());
             match status.code() {
                 Code::Success => {}
-                Code::Skip => result.skipped.push(p.name()),
+                Code::Skip => result.skipped.push(status),
                 _ => {
                     result.rejection = Some(status);
                     break;
@@ -158,7 +224,10 @@ impl Framework {
             let Some(p) = wp.plugin.as_filter() else {
                 continue;
             };
-            if pre.skipped.contains(&p.name()) {
+            if let Some(skip) = pre.skipped(p.name()) {
+                if visit(skip.clone()).is_break() {
+                    return;
+                }
                 continue;
             }
             let status = p.filter(state, pod, node, cluster).with_plugin(p.name());
@@ -206,8 +275,12 @@ impl Framework {
         all
     }
 
-    /// The first rejecting status of every node (`None` = fits), in node order,
-    /// in parallel when the request is large.
+    /// The first rejecting status of every node (`None` = fits), in node order.
+    ///
+    /// Runs plugin by plugin over the nodes still feasible (the same verdicts
+    /// as node by node, since each node stops at its first rejection), so each
+    /// plugin's time is measured once per request, in parallel when the
+    /// request is large.
     pub fn filter_nodes(
         &self,
         state: &CycleState,
@@ -216,12 +289,34 @@ impl Framework {
         nodes: &[Arc<NodeInfo>],
         cluster: &ClusterState,
     ) -> Vec<Option<Status>> {
-        let one = |n: &Arc<NodeInfo>| self.filter_node(state, pre, pod, n, cluster);
-        if nodes.len() >= PARALLEL_MIN_NODES {
-            nodes.par_iter().map(one).collect()
-        } else {
-            nodes.iter().map(one).collect()
+        if let Some(rejection) = &pre.rejection {
+            return vec![Some(rejection.clone()); nodes.len()];
         }
+        let mut verdicts: Vec<Option<Status>> = vec![None; nodes.len()];
+        for wp in &self.plugins {
+            let Some(p) = wp.plugin.as_filter() else {
+                continue;
+            };
+            if pre.skipped(p.name()).is_some() {
+                continue;
+            }
+            self.timed(p.name(), ExtensionPoint::Filter, || {
+                let one = |(v, n): (&mut Option<Status>, &Arc<NodeInfo>)| {
+                    if v.is_none() {
+                        let s = p.filter(state, pod, n, cluster);
+                        if !s.is_success() {
+                            *v = Some(s.with_plugin(p.name()));
+                        }
+                    }
+                };
+                if nodes.len() >= PARALLEL_MIN_NODES {
+                    verdicts.par_iter_mut().zip(nodes.par_iter()).for_each(one);
+                } else {
+                    verdicts.iter_mut().zip(nodes.iter()).for_each(one);
+                }
+            });
+        }
+        verdicts
     }
 
     /// Runs PreScore, Score and NormalizeScore over `nodes`, clamps every
@@ -270,12 +365,16 @@ impl Framework {
                 p.score(state, pod, n, cluster)
                     .map_err(|s| s.with_plugin(p.name()))
             };
-            let mut scores: Vec<NodeScore> = if nodes.len() >= PARALLEL_MIN_NODES {
-                nodes.par_iter().map(one).collect::<Result<_, _>>()?
-            } else {
-                nodes.iter().map(one).collect::<Result<_, _>>()?
-            };
-            let status = p.normalize(state, pod, &mut scores);
+            let mut scores: Vec<NodeScore> = self.timed(p.name(), ExtensionPoint::Score, || {
+                if nodes.len() >= PARALLEL_MIN_NODES {
+                    nodes.par_iter().map(one).collect::<Result<_, _>>()
+                } else {
+                    nodes.iter().map(one).collect::<Result<_, _>>()
+                }
+            })?;
+            let status = self.timed(p.name(), ExtensionPoint::NormalizeScore, || {
+                p.normalize(state, pod, &mut scores)
+            });
             if !status.is_success() {
                 return Err(status.with_plugin(p.name()));
             }

@@ -1,5 +1,7 @@
 //! Logging set-up: `tracing` with an `RUST_LOG`-style filter, text or JSON.
 
+use std::io::IsTerminal;
+
 use clap::ValueEnum;
 use tracing_subscriber::EnvFilter;
 
@@ -19,6 +21,7 @@ pub fn init(format: LogFormat) {
         .unwrap_or_else(|_| EnvFilter::new("info,kube=warn,tower_http=warn"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
     // A second init (tests) keeps the first subscriber.
     let _ = match format {

@@ -5,7 +5,7 @@
 //! Plugin arguments are decoded by the plugin's own type straight from the
 //! YAML stream, so their errors keep their positions too.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::path::Path;
 
@@ -62,10 +62,11 @@ pub fn parse(text: &str, file: &str) -> Result<Policy, PolicyError> {
         let mut message = strip_location(&inner.to_string());
         // serde_yaml_ng prefixes the path of the enclosing mapping; the
         // tracked path is at least as deep, so keep only that one.
-        if let Some((prefix, rest)) = message.split_once(": ") {
-            if !prefix.contains(' ') && path.starts_with(prefix) {
-                message = rest.to_string();
-            }
+        if let Some((prefix, rest)) = message.split_once(": ")
+            && !prefix.contains(' ')
+            && path.starts_with(prefix)
+        {
+            message = rest.to_string();
         }
         if path != "." && !path.is_empty() {
             message = format!("{path}: {message}");
@@ -77,7 +78,7 @@ pub fn parse(text: &str, file: &str) -> Result<Policy, PolicyError> {
             message,
         }
     })?;
-    raw.validate()
+    raw.validate(text)
         .map_err(|(message, (line, column))| PolicyError::Invalid {
             file: file.to_string(),
             line,
@@ -95,8 +96,17 @@ fn strip_location(msg: &str) -> String {
     }
 }
 
-fn line_of(text_pos: Option<(usize, usize)>) -> (usize, usize) {
-    text_pos.unwrap_or((0, 0))
+/// 1-based line and column of the `nth` (1-based) occurrence of `needle`,
+/// for checks that span fields and so have no decoder position; (0, 0) if absent.
+fn locate(text: &str, needle: &str, nth: usize) -> (usize, usize) {
+    text.match_indices(needle)
+        .nth(nth.saturating_sub(1))
+        .map_or((0, 0), |(offset, _)| {
+            let before = &text[..offset];
+            let line = before.matches('\n').count() + 1;
+            let column = offset - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+            (line, column)
+        })
 }
 
 #[derive(Deserialize)]
@@ -125,60 +135,67 @@ struct RawProfile {
 
 impl RawPolicy {
     /// Checks that span fields (the decoder already checked each value).
-    fn validate(self) -> Result<Policy, (String, (usize, usize))> {
-        let here = line_of(None);
+    fn validate(self, text: &str) -> Result<Policy, (String, (usize, usize))> {
         if self.api_version != API_VERSION {
             return Err((
                 format!(
                     "apiVersion: unsupported {:?}, expected {API_VERSION:?}",
                     self.api_version
                 ),
-                here,
+                locate(text, "apiVersion:", 1),
             ));
         }
         if self.kind != KIND {
             return Err((
                 format!("kind: unsupported {:?}, expected {KIND:?}", self.kind),
-                here,
+                locate(text, "kind:", 1),
             ));
         }
         if self.profiles.is_empty() {
-            return Err(("profiles: at least one profile is required".into(), here));
+            return Err((
+                "profiles: at least one profile is required".into(),
+                locate(text, "profiles:", 1),
+            ));
         }
         let mut names = HashSet::new();
+        // Occurrences of each plugin name so far, to point at the duplicate.
+        let mut seen: HashMap<&str, usize> = HashMap::new();
         for (i, p) in self.profiles.iter().enumerate() {
             if !names.insert(p.scheduler_name.as_str()) {
+                let needle = format!("schedulerName: {}", p.scheduler_name.as_str());
                 return Err((
                     format!(
                         "profiles[{i}].schedulerName: duplicate profile {:?}",
                         p.scheduler_name.as_str()
                     ),
-                    here,
+                    locate(text, &needle, 2),
                 ));
             }
             let mut plugins = HashSet::new();
             for (j, c) in p.plugins.iter().enumerate() {
+                let nth = seen.entry(c.name.as_str()).or_default();
+                *nth += 1;
                 if !plugins.insert(c.name.as_str()) {
                     return Err((
                         format!(
                             "profiles[{i}].plugins[{j}].name: plugin {:?} is enabled twice",
                             c.name
                         ),
-                        here,
+                        locate(text, &format!("name: {}", c.name), *nth),
                     ));
                 }
             }
         }
-        if let Some(d) = &self.extender.default_profile {
-            if !names.contains(d.as_str()) {
-                return Err((
-                    format!(
-                        "extender.defaultProfile: no profile has schedulerName {:?}",
-                        d.as_str()
-                    ),
-                    here,
-                ));
-            }
+        if let Some(d) = &self.extender.default_profile
+            && !names.contains(d.as_str())
+        {
+            return Err((
+                format!(
+                    "extender.defaultProfile: no profile has schedulerName {:?}",
+                    d.as_str()
+                ),
+                locate(text, "defaultProfile:", 1),
+            ));
         }
         Ok(Policy {
             api_version: self.api_version,
@@ -373,7 +390,10 @@ profiles:
             err(&GOOD.replace("placer/v1alpha1", "placer/v2")).contains("apiVersion: unsupported")
         );
         let dup = format!("{GOOD}      - name: ZoneSpread\n");
-        assert!(err(&dup).contains("plugin \"ZoneSpread\" is enabled twice"));
+        assert_eq!(
+            err(&dup),
+            "p.yaml:17:9: profiles[0].plugins[3].name: plugin \"ZoneSpread\" is enabled twice"
+        );
         assert!(
             err("apiVersion: placer/v1alpha1\nkind: Policy\nprofiles: []\n")
                 .contains("at least one profile")

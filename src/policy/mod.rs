@@ -13,7 +13,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::cache::CountDimension;
-use crate::framework::{Framework, WeightedPlugin};
+use crate::framework::{Framework, Observer, WeightedPlugin};
 use crate::plugins::PluginArgs;
 
 pub use fields::{NonEmpty, Score, Weight};
@@ -76,6 +76,15 @@ pub struct CompiledPolicy {
 impl CompiledPolicy {
     /// Builds every profile's plugins.
     pub fn new(policy: Policy) -> Self {
+        Self::build(policy, None)
+    }
+
+    /// Builds every profile's plugins, reporting plugin timings to `observer`.
+    pub fn observed(policy: Policy, observer: Arc<dyn Observer>) -> Self {
+        Self::build(policy, Some(observer))
+    }
+
+    fn build(policy: Policy, observer: Option<Arc<dyn Observer>>) -> Self {
         let profiles = policy
             .profiles
             .iter()
@@ -89,7 +98,11 @@ impl CompiledPolicy {
                     })
                     .collect();
                 let name = p.scheduler_name.to_string();
-                (name.clone(), Arc::new(Framework::new(name, plugins)))
+                let mut framework = Framework::new(name.clone(), plugins);
+                if let Some(o) = &observer {
+                    framework = framework.with_observer(o.clone());
+                }
+                (name, Arc::new(framework))
             })
             .collect();
         CompiledPolicy { policy, profiles }

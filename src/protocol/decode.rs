@@ -15,11 +15,66 @@ impl<'de, T: Deserialize<'de> + Default> Deserialize<'de> for Nullable<T> {
 }
 
 /// A request body that is not the JSON the verb expects.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{message}")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DecodeError {
-    /// What is wrong and where (`at line L column C, field Path: ...`).
-    pub message: String,
+    /// JSON path of the failing field ("" when it is the document itself).
+    pub path: String,
+    /// 1-based line.
+    pub line: usize,
+    /// 1-based column.
+    pub column: usize,
+    /// What is wrong.
+    pub what: String,
+    /// The embedded JSON text the position counts from, until
+    /// [`DecodeError::relocate`] maps it into the whole body.
+    within: Option<String>,
+}
+
+impl std::fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "invalid JSON at line {} column {}",
+            self.line, self.column
+        )?;
+        if !self.path.is_empty() {
+            write!(f, ", field {}", self.path)?;
+        }
+        write!(f, ": {}", self.what)
+    }
+}
+
+impl std::error::Error for DecodeError {}
+
+impl DecodeError {
+    /// Maps a position inside an embedded value (see [`from_raw`]) to a
+    /// position in `body`, the request the value came from.
+    #[must_use]
+    pub fn relocate(mut self, body: &[u8]) -> Self {
+        let Some(within) = self.within.take() else {
+            return self;
+        };
+        let needle = within.as_bytes();
+        let Some(offset) = (!needle.is_empty())
+            .then(|| body.windows(needle.len()).position(|w| w == needle))
+            .flatten()
+        else {
+            return self;
+        };
+        let before = &body[..offset];
+        let base_line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+        let base_column = offset
+            - before
+                .iter()
+                .rposition(|&b| b == b'\n')
+                .map_or(0, |i| i + 1)
+            + 1;
+        if self.line <= 1 {
+            self.column += base_column - 1;
+        }
+        self.line += base_line - 1;
+        self
+    }
 }
 
 /// Decodes `bytes` as `T`, reporting the failing field's path and position.
@@ -31,22 +86,37 @@ pub fn from_slice<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, DecodeError> {
     Ok(value)
 }
 
+/// Decodes an embedded raw value (the `Pod` of a request, one of its
+/// `Nodes.items`) whose JSON path in the request is `field`.
+pub fn from_raw<T: DeserializeOwned>(
+    raw: &serde_json::value::RawValue,
+    field: &str,
+) -> Result<T, DecodeError> {
+    from_slice(raw.get().as_bytes()).map_err(|mut e| {
+        e.path = match e.path.as_str() {
+            "" => field.to_string(),
+            p if p.starts_with('[') => format!("{field}{p}"),
+            p => format!("{field}.{p}"),
+        };
+        e.within = Some(raw.get().to_string());
+        e
+    })
+}
+
 fn describe(path: String, e: &serde_json::Error) -> DecodeError {
-    let what = strip_position(&e.to_string());
-    let message = if path.is_empty() || path == "." {
-        format!(
-            "invalid JSON at line {} column {}: {what}",
-            e.line(),
-            e.column()
-        )
+    // serde_path_to_error renders an unknown position as "?" and the root as ".".
+    let path = if path == "." || path == "?" {
+        String::new()
     } else {
-        format!(
-            "invalid JSON at line {} column {}, field {path}: {what}",
-            e.line(),
-            e.column()
-        )
+        path
     };
-    DecodeError { message }
+    DecodeError {
+        path,
+        line: e.line(),
+        column: e.column(),
+        what: strip_position(&e.to_string()),
+        within: None,
+    }
 }
 
 /// serde_json appends " at line L column C"; the message states it up front.

@@ -15,7 +15,7 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 
 use decode::wire_struct;
-pub use decode::{DecodeError, from_slice};
+pub use decode::{DecodeError, from_raw, from_slice};
 
 /// A raw JSON value kept as received.
 pub type Raw = Box<RawValue>;

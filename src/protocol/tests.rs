@@ -138,28 +138,48 @@ fn absent_null_and_unknown_fields_are_alike() {
 fn errors_name_the_field_and_position() {
     let e = from_slice::<ExtenderArgs>(br#"{"Pod":null,"NodeNames":["a",5]}"#).unwrap_err();
     assert_eq!(
-        e.message,
+        e.to_string(),
         "invalid JSON at line 1 column 30, field NodeNames[1]: invalid type: integer `5`, expected a string"
     );
     let e = from_slice::<ExtenderArgs>(br#"{"NodeNames":["a""#).unwrap_err();
-    assert!(
-        e.message.starts_with("invalid JSON at line 1 column 18"),
-        "{}",
-        e.message
+    assert_eq!(
+        e.to_string(),
+        "invalid JSON at line 1 column 17, field NodeNames: EOF while parsing a list"
     );
     let e = from_slice::<HostPriority>(br#"{"Host":"a","Score":7.5}"#).unwrap_err();
     assert!(
-        e.message
+        e.to_string()
             .contains("field Score: invalid type: floating point"),
         "{}",
-        e.message
+        e.to_string()
     );
     let e = from_slice::<ExtenderArgs>(br#"{"NodeNames":[]} trailing"#).unwrap_err();
-    assert!(e.message.contains("trailing characters"), "{}", e.message);
+    assert!(
+        e.to_string().contains("trailing characters"),
+        "{}",
+        e.to_string()
+    );
+    let e = from_slice::<ExtenderArgs>(b"{").unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "invalid JSON at line 1 column 1: EOF while parsing an object"
+    );
     let e = from_slice::<ExtenderArgs>(br#"[1]"#).unwrap_err();
     assert!(
-        e.message.contains("expected a JSON object (ExtenderArgs)"),
+        e.to_string()
+            .contains("expected a JSON object (ExtenderArgs)"),
         "{}",
-        e.message
+        e.to_string()
     );
+}
+
+#[test]
+fn nested_errors_count_from_the_request_body() {
+    let body = b"{\"NodeNames\":[],\n \"Pod\":{\"metadata\":{\"labels\":{\"app\":5}}}}";
+    let args: ExtenderArgs = from_slice(body).unwrap();
+    let e = from_raw::<crate::framework::PodInfo>(args.pod.as_deref().unwrap(), "Pod").unwrap_err();
+    assert_eq!(e.path, "Pod.metadata.labels.app");
+    let e = e.relocate(body);
+    assert_eq!((e.line, e.column), (2, 37));
+    assert!(e.to_string().starts_with("invalid JSON at line 2 column 37, field Pod.metadata.labels.app: invalid type: integer `5`"), "{e}");
 }

@@ -6,17 +6,17 @@
 //! precondition, so a pod re-created under the same name is never bound by
 //! mistake.
 
-use axum::Json;
 use axum::extract::State;
+use axum::response::Response;
 use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod};
 use kube::api::{ObjectMeta, PostParams};
 use kube::{Api, Client};
 
-use crate::protocol::{self, ExtenderBindingArgs, ExtenderBindingResult};
+use crate::protocol::{ExtenderBindingArgs, ExtenderBindingResult};
 
-use super::AppState;
-use super::body::RawBody;
+use super::body::{RawBody, decode};
 use super::error::ApiError;
+use super::{AppState, answer};
 
 /// Creates Bindings through the API server.
 pub struct Binder {
@@ -59,22 +59,21 @@ impl Binder {
             Err(e) => e,
         };
         // A conflict may be our own earlier, unacknowledged bind: look before failing.
-        if let kube::Error::Api(status) = &err {
-            if status.code == 409 {
-                if let Ok(pod) = api.get(&args.pod_name).await {
-                    let same_uid = args.pod_uid.is_empty()
-                        || pod.metadata.uid.as_deref() == Some(args.pod_uid.as_str());
-                    match pod.spec.and_then(|s| s.node_name) {
-                        Some(n) if n == args.node && same_uid => return Ok(()),
-                        Some(n) if same_uid => {
-                            return Err(format!(
-                                "pod {}/{} is already bound to node {n}, not {}",
-                                args.pod_namespace, args.pod_name, args.node
-                            ));
-                        }
-                        _ => {}
-                    }
+        if let kube::Error::Api(status) = &err
+            && status.code == 409
+            && let Ok(pod) = api.get(&args.pod_name).await
+        {
+            let same_uid = args.pod_uid.is_empty()
+                || pod.metadata.uid.as_deref() == Some(args.pod_uid.as_str());
+            match pod.spec.and_then(|s| s.node_name) {
+                Some(n) if n == args.node && same_uid => return Ok(()),
+                Some(n) if same_uid => {
+                    return Err(format!(
+                        "pod {}/{} is already bound to node {n}, not {}",
+                        args.pod_namespace, args.pod_name, args.node
+                    ));
                 }
+                _ => {}
             }
         }
         Err(format!(
@@ -88,9 +87,8 @@ impl Binder {
 pub async fn bind(
     State(state): State<AppState>,
     RawBody(body): RawBody,
-) -> Result<Json<ExtenderBindingResult>, ApiError> {
-    let args: ExtenderBindingArgs =
-        protocol::from_slice(&body).map_err(|e| ApiError::bad_request(e.message))?;
+) -> Result<Response, ApiError> {
+    let args: ExtenderBindingArgs = decode(&body)?;
     for (field, value) in [
         ("PodName", &args.pod_name),
         ("PodNamespace", &args.pod_namespace),
@@ -101,9 +99,13 @@ pub async fn bind(
         }
     }
     let Some(binder) = &state.binder else {
-        return Ok(Json(ExtenderBindingResult {
-            error: "placer cannot bind: it runs from a snapshot file, without an API server".into(),
-        }));
+        let error = "placer cannot bind: it runs from a snapshot file, without an API server";
+        return Ok(answer(
+            ExtenderBindingResult {
+                error: error.into(),
+            },
+            true,
+        ));
     };
     let error = match binder.bind(&args).await {
         Ok(()) => {
@@ -115,5 +117,6 @@ pub async fn bind(
             e
         }
     };
-    Ok(Json(ExtenderBindingResult { error }))
+    let domain_error = !error.is_empty();
+    Ok(answer(ExtenderBindingResult { error }, domain_error))
 }

@@ -27,12 +27,12 @@ impl FromRequest<AppState> for RawBody {
                 let too_large = std::error::Error::source(&e)
                     .is_some_and(|s| s.is::<http_body_util::LengthLimitError>());
                 if too_large {
-                    Err(ApiError {
-                        status: StatusCode::PAYLOAD_TOO_LARGE,
-                        message: format!(
+                    Err(ApiError::new(
+                        StatusCode::PAYLOAD_TOO_LARGE,
+                        format!(
                             "request body exceeds the limit of {limit} bytes (--max-body-bytes)"
                         ),
-                    })
+                    ))
                 } else {
                     Err(ApiError::bad_request(format!(
                         "could not read request body: {e}"
@@ -41,6 +41,27 @@ impl FromRequest<AppState> for RawBody {
             }
         }
     }
+}
+
+/// Decodes a verb's JSON body; a bad body is a 400 naming field and position.
+pub fn decode<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    crate::protocol::from_slice(bytes).map_err(ApiError::bad_json)
+}
+
+/// Decodes the body as `A` and evaluates it, on the blocking pool when large.
+pub async fn decode_and_run<A, T>(
+    state: &AppState,
+    body: Bytes,
+    evaluate: fn(&AppState, A) -> Result<T, ApiError>,
+) -> Result<T, ApiError>
+where
+    A: serde::de::DeserializeOwned + 'static,
+    T: Send + 'static,
+{
+    run(state, body, move |s, b| {
+        evaluate(s, decode(b)?).map_err(|e| e.relocate(b))
+    })
+    .await
 }
 
 /// Runs `work` on the body, on the blocking pool when the body is large.

@@ -7,10 +7,10 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
 use crate::framework::{Explanation, explain as explain_pod};
-use crate::protocol::{self, ExtenderArgs};
+use crate::protocol::ExtenderArgs;
 
 use super::AppState;
-use super::body::{RawBody, run};
+use super::body::{RawBody, decode_and_run};
 use super::error::ApiError;
 use super::request;
 
@@ -35,13 +35,7 @@ pub async fn explain(
             )));
         }
     };
-    let e = run(&state, body, |s, b| {
-        evaluate(
-            s,
-            protocol::from_slice(b).map_err(|e| ApiError::bad_request(e.message))?,
-        )
-    })
-    .await?;
+    let e = decode_and_run(&state, body, evaluate).await?;
     Ok(if table {
         e.to_table().into_response()
     } else {

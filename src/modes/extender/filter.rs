@@ -2,37 +2,39 @@
 
 use std::collections::BTreeMap;
 
-use axum::Json;
 use axum::extract::State;
+use axum::response::Response;
 
 use crate::framework::{Code, CycleState, NODE_NOT_FOUND};
-use crate::protocol::{self, ExtenderArgs, ExtenderFilterResult, NodeList};
+use crate::protocol::{ExtenderArgs, ExtenderFilterResult, NodeList};
 
-use super::AppState;
-use super::body::{RawBody, run};
+use super::body::{RawBody, decode_and_run};
 use super::error::ApiError;
 use super::request::{self, Shape};
+use super::{AppState, answer};
 
 /// The handler.
 pub async fn filter(
     State(state): State<AppState>,
     RawBody(body): RawBody,
-) -> Result<Json<ExtenderFilterResult>, ApiError> {
-    run(&state, body, |s, b| {
-        evaluate(
-            s,
-            protocol::from_slice(b).map_err(|e| ApiError::bad_request(e.message))?,
-        )
-    })
-    .await
-    .map(Json)
+) -> Result<Response, ApiError> {
+    let result = decode_and_run(&state, body, evaluate).await?;
+    let domain_error = !result.error.is_empty();
+    Ok(answer(result, domain_error))
 }
 
 /// Filters the request's nodes with the pod's profile.
 pub fn evaluate(state: &AppState, args: ExtenderArgs) -> Result<ExtenderFilterResult, ApiError> {
+    if !state.cache.is_synced() {
+        return Ok(ExtenderFilterResult {
+            error: request::NOT_SYNCED.to_string(),
+            ..Default::default()
+        });
+    }
     let policy = state.policy.load();
     let cluster = state.cache.read();
     let req = request::decode(args, &cluster)?;
+    state.metrics.observe_nodes("filter", req.nodes.len());
     let framework = match request::profile_for(&policy, &req.pod) {
         Ok(f) => f,
         Err(message) => {

@@ -18,13 +18,15 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use axum::Router;
-use axum::extract::{Request, State};
+use axum::extract::{MatchedPath, Request, State};
 use axum::http::StatusCode;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
+use std::time::Instant;
 
 use crate::cache::Cache;
+use crate::ops::metrics::Metrics;
 use crate::policy::CompiledPolicy;
 
 pub use bind::Binder;
@@ -65,6 +67,41 @@ pub struct AppState {
     pub binder: Option<Arc<Binder>>,
     /// Limits and switches.
     pub settings: Arc<Settings>,
+    /// Prometheus metrics.
+    pub metrics: Arc<Metrics>,
+}
+
+/// Marks a 200 answer that carries a domain `Error` (for the outcome label).
+#[derive(Debug, Clone, Copy)]
+pub struct DomainError;
+
+/// A JSON answer, marked when it carries a domain error.
+pub fn answer<T: serde::Serialize>(body: T, domain_error: bool) -> Response {
+    let mut response = axum::Json(body).into_response();
+    if domain_error {
+        response.extensions_mut().insert(DomainError);
+    }
+    response
+}
+
+impl AppState {
+    /// State for `policy` over `cache`; `binder` is `None` without an API server.
+    pub fn new(
+        policy: CompiledPolicy,
+        cache: Arc<Cache>,
+        binder: Option<Arc<Binder>>,
+        settings: Settings,
+    ) -> Self {
+        let metrics = Arc::new(Metrics::new());
+        let policy = CompiledPolicy::observed(policy.policy().clone(), metrics.clone());
+        AppState {
+            policy: Arc::new(ArcSwap::from_pointee(policy)),
+            cache,
+            binder,
+            settings: Arc::new(settings),
+            metrics,
+        }
+    }
 }
 
 /// The verb routes (`/filter`, `/prioritize`, `/bind`, `/preempt`) and
@@ -89,24 +126,56 @@ pub fn routes(state: AppState) -> Router<AppState> {
     }
     router
         .route(&format!("{prefix}/explain"), post(explain::explain))
-        .layer(middleware::from_fn_with_state(state, deadline))
+        .layer(middleware::from_fn_with_state(state.clone(), deadline))
+        .layer(middleware::from_fn_with_state(state, observe))
+}
+
+/// The verb of a route, as a metric label.
+fn verb_of(path: &str) -> &'static str {
+    ["filter", "prioritize", "bind", "preempt", "explain"]
+        .into_iter()
+        .find(|v| path.ends_with(v))
+        .unwrap_or("other")
+}
+
+/// Records count and latency of every verb call by outcome.
+async fn observe(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let verb = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or("other", |p| verb_of(p.as_str()));
+    let start = Instant::now();
+    let response = next.run(req).await;
+    let outcome = match response.status() {
+        StatusCode::OK if response.extensions().get::<DomainError>().is_some() => "error",
+        StatusCode::OK => "success",
+        StatusCode::BAD_REQUEST => "bad_request",
+        StatusCode::NOT_FOUND => "disabled",
+        StatusCode::PAYLOAD_TOO_LARGE => "too_large",
+        StatusCode::SERVICE_UNAVAILABLE => "timeout",
+        _ => "internal",
+    };
+    state
+        .metrics
+        .observe_request(verb, outcome, start.elapsed().as_secs_f64());
+    response
 }
 
 async fn disabled() -> ApiError {
-    ApiError {
-        status: StatusCode::NOT_FOUND,
-        message: "the extender verbs are disabled in standalone mode (--mode standalone); use --mode extender or both".into(),
-    }
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "the extender verbs are disabled in standalone mode (--mode standalone); use --mode extender or both",
+    )
 }
 
 async fn deadline(State(state): State<AppState>, req: Request, next: Next) -> Response {
     let limit = state.settings.request_timeout;
     match tokio::time::timeout(limit, next.run(req)).await {
         Ok(response) => response,
-        Err(_) => ApiError {
-            status: StatusCode::SERVICE_UNAVAILABLE,
-            message: format!("placer did not answer within {limit:?} (--request-timeout)"),
-        }
+        Err(_) => ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("placer did not answer within {limit:?} (--request-timeout)"),
+        )
         .into_response(),
     }
 }

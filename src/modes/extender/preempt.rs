@@ -17,7 +17,7 @@ use crate::protocol::{
 };
 
 use super::AppState;
-use super::body::{RawBody, run};
+use super::body::{RawBody, decode_and_run};
 use super::error::ApiError;
 use super::request;
 
@@ -26,14 +26,7 @@ pub async fn preempt(
     State(state): State<AppState>,
     RawBody(body): RawBody,
 ) -> Result<Json<ExtenderPreemptionResult>, ApiError> {
-    run(&state, body, |s, b| {
-        evaluate(
-            s,
-            protocol::from_slice(b).map_err(|e| ApiError::bad_request(e.message))?,
-        )
-    })
-    .await
-    .map(Json)
+    decode_and_run(&state, body, evaluate).await.map(Json)
 }
 
 /// Filters the candidates.
@@ -51,6 +44,12 @@ pub fn evaluate(
             ));
         }
     };
+    if !state.cache.is_synced() {
+        return Err(ApiError::new(
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            request::NOT_SYNCED,
+        ));
+    }
     let policy = state.policy.load();
     let framework = request::profile_for(&policy, &pod).map_err(ApiError::internal)?;
     let cluster = state.cache.read();
@@ -89,12 +88,9 @@ fn to_meta(
                 .iter()
                 .enumerate()
                 .map(|(i, raw)| {
-                    let u: Uid = protocol::from_slice(raw.get().as_bytes()).map_err(|e| {
-                        ApiError::bad_request(format!(
-                            "NodeNameToVictims.{node}.Pods[{i}]: {}",
-                            e.message
-                        ))
-                    })?;
+                    let u: Uid =
+                        protocol::from_raw(raw, &format!("NodeNameToVictims.{node}.Pods[{i}]"))
+                            .map_err(ApiError::bad_json)?;
                     Ok(MetaPod {
                         uid: u.metadata.and_then(|m| m.uid).unwrap_or_default(),
                     })

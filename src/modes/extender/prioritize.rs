@@ -4,10 +4,10 @@ use axum::Json;
 use axum::extract::State;
 
 use crate::framework::CycleState;
-use crate::protocol::{self, ExtenderArgs, HostPriority, HostPriorityList};
+use crate::protocol::{ExtenderArgs, HostPriority, HostPriorityList};
 
 use super::AppState;
-use super::body::{RawBody, run};
+use super::body::{RawBody, decode_and_run};
 use super::error::ApiError;
 use super::request;
 
@@ -16,23 +16,23 @@ pub async fn prioritize(
     State(state): State<AppState>,
     RawBody(body): RawBody,
 ) -> Result<Json<HostPriorityList>, ApiError> {
-    run(&state, body, |s, b| {
-        evaluate(
-            s,
-            protocol::from_slice(b).map_err(|e| ApiError::bad_request(e.message))?,
-        )
-    })
-    .await
-    .map(Json)
+    decode_and_run(&state, body, evaluate).await.map(Json)
 }
 
 /// Scores the request's nodes. Names placer does not know score 0. A
 /// scoring error answers 500: kube-scheduler then ignores this extender's
 /// scores for the pod, which is the safe outcome.
 pub fn evaluate(state: &AppState, args: ExtenderArgs) -> Result<HostPriorityList, ApiError> {
+    if !state.cache.is_synced() {
+        return Err(ApiError::new(
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            request::NOT_SYNCED,
+        ));
+    }
     let policy = state.policy.load();
     let cluster = state.cache.read();
     let req = request::decode(args, &cluster)?;
+    state.metrics.observe_nodes("prioritize", req.nodes.len());
     let framework = request::profile_for(&policy, &req.pod).map_err(ApiError::internal)?;
     let known = req.known_nodes();
     let table = framework

@@ -63,9 +63,8 @@ pub fn decode(args: ExtenderArgs, cluster: &ClusterState) -> Result<Request, Api
         (None, Some(list)) => {
             let mut nodes = Vec::with_capacity(list.items.len());
             for (i, raw) in list.items.into_iter().enumerate() {
-                let info: NodeInfo = protocol::from_slice(raw.get().as_bytes()).map_err(|e| {
-                    ApiError::bad_request(format!("Nodes.items[{i}]: {}", e.message))
-                })?;
+                let info: NodeInfo = protocol::from_raw(&raw, &format!("Nodes.items[{i}]"))
+                    .map_err(ApiError::bad_json)?;
                 if info.name.is_empty() {
                     return Err(ApiError::bad_request(format!(
                         "Nodes.items[{i}]: metadata.name is missing"
@@ -99,9 +98,13 @@ pub fn decode(args: ExtenderArgs, cluster: &ClusterState) -> Result<Request, Api
 pub fn decode_pod(raw: Option<Raw>) -> Result<PodInfo, ApiError> {
     let raw =
         raw.ok_or_else(|| ApiError::bad_request("Pod: missing (the pod to schedule is required)"))?;
-    protocol::from_slice(raw.get().as_bytes())
-        .map_err(|e| ApiError::bad_request(format!("Pod: {}", e.message)))
+    protocol::from_raw(&raw, "Pod").map_err(ApiError::bad_json)
 }
+
+/// Answer while the initial node and pod lists are not in yet: every name
+/// would look unknown, so say why instead of rejecting every node.
+pub const NOT_SYNCED: &str =
+    "placer's cache has not synced with the API server yet; the pod will be retried";
 
 /// The profile for `pod`, or the domain error the scheduler should show.
 pub fn profile_for(policy: &CompiledPolicy, pod: &PodInfo) -> Result<Arc<Framework>, String> {

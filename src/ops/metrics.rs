@@ -1,0 +1,254 @@
+//! Prometheus metrics (`placer_` prefix) and the `/metrics` endpoint.
+//!
+//! Typed families in one struct, registered once; handlers and the runner
+//! record into them. Labels are bounded: verbs, outcomes, plugin names,
+//! extension points, object kinds, reload results — never pod or node names.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::header::CONTENT_TYPE;
+use axum::response::IntoResponse;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::{Registry, Unit};
+
+use crate::framework::{ExtensionPoint, Observer};
+use crate::modes::extender::AppState;
+
+/// Labels of request metrics.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabels {
+    /// filter, prioritize, bind, preempt, explain.
+    pub verb: &'static str,
+    /// success, error (200 with Error set), bad_request, too_large, timeout, internal, disabled.
+    pub outcome: &'static str,
+}
+
+/// Labels naming a verb.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct VerbLabels {
+    /// The verb.
+    pub verb: &'static str,
+}
+
+/// Labels of plugin timing.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PluginLabels {
+    /// Plugin name.
+    pub plugin: &'static str,
+    /// Extension point.
+    pub extension_point: &'static str,
+}
+
+/// Labels naming a cached object kind.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindLabels {
+    /// node or pod.
+    pub kind: &'static str,
+}
+
+/// Labels of reload results.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabels {
+    /// success or failure.
+    pub result: &'static str,
+}
+
+/// Labels of the build-info metric.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct BuildLabels {
+    /// Crate version.
+    pub version: &'static str,
+}
+
+type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
+
+fn latency_histogram() -> Histogram {
+    // 50 µs .. ~1.6 s: extender answers must stay far below the 5 s timeout.
+    Histogram::new(exponential_buckets(0.000_05, 2.0, 16))
+}
+
+fn plugin_histogram() -> Histogram {
+    // 1 µs .. ~65 ms.
+    Histogram::new(exponential_buckets(0.000_001, 2.0, 17))
+}
+
+fn nodes_histogram() -> Histogram {
+    // 1 .. 32768 nodes.
+    Histogram::new(exponential_buckets(1.0, 2.0, 16))
+}
+
+/// Every metric placer exports.
+pub struct Metrics {
+    registry: Registry,
+    /// Requests per verb and outcome.
+    pub requests: Family<RequestLabels, Counter>,
+    /// Request latency per verb and outcome.
+    pub request_duration: HistogramFamily<RequestLabels>,
+    /// Nodes per request, per verb.
+    pub request_nodes: HistogramFamily<VerbLabels>,
+    /// Plugin latency per extension point (one observation per pod).
+    pub plugin_duration: HistogramFamily<PluginLabels>,
+    /// Objects in the cache.
+    pub cache_objects: Family<KindLabels, Gauge>,
+    /// Policy reloads by result.
+    pub policy_reloads: Family<ResultLabels, Counter>,
+    /// TLS certificate reloads by result.
+    pub tls_reloads: Family<ResultLabels, Counter>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// Registers every family under the `placer` prefix.
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("placer");
+        let requests = Family::<RequestLabels, Counter>::default();
+        registry.register(
+            "requests",
+            "HTTP requests to the extender verbs and /explain, by verb and outcome",
+            requests.clone(),
+        );
+        let request_duration: HistogramFamily<RequestLabels> =
+            Family::new_with_constructor(latency_histogram);
+        registry.register_with_unit(
+            "request_duration",
+            "Server-side time to answer a verb, by verb and outcome",
+            Unit::Seconds,
+            request_duration.clone(),
+        );
+        let request_nodes: HistogramFamily<VerbLabels> =
+            Family::new_with_constructor(nodes_histogram);
+        registry.register(
+            "request_nodes",
+            "Nodes per request, by verb",
+            request_nodes.clone(),
+        );
+        let plugin_duration: HistogramFamily<PluginLabels> =
+            Family::new_with_constructor(plugin_histogram);
+        registry.register_with_unit(
+            "plugin_duration",
+            "Time a plugin spent at an extension point for one pod (all nodes of the request)",
+            Unit::Seconds,
+            plugin_duration.clone(),
+        );
+        let cache_objects = Family::<KindLabels, Gauge>::default();
+        registry.register(
+            "cache_objects",
+            "Objects in the cluster cache, by kind",
+            cache_objects.clone(),
+        );
+        let policy_reloads = Family::<ResultLabels, Counter>::default();
+        registry.register(
+            "policy_reloads",
+            "Policy file reloads, by result",
+            policy_reloads.clone(),
+        );
+        let tls_reloads = Family::<ResultLabels, Counter>::default();
+        registry.register(
+            "tls_reloads",
+            "TLS certificate reloads, by result",
+            tls_reloads.clone(),
+        );
+        let build_info = Family::<BuildLabels, Gauge>::default();
+        build_info
+            .get_or_create(&BuildLabels {
+                version: env!("CARGO_PKG_VERSION"),
+            })
+            .set(1);
+        registry.register("build_info", "Build information (always 1)", build_info);
+        Metrics {
+            registry,
+            requests,
+            request_duration,
+            request_nodes,
+            plugin_duration,
+            cache_objects,
+            policy_reloads,
+            tls_reloads,
+        }
+    }
+
+    /// Records one answered request.
+    pub fn observe_request(&self, verb: &'static str, outcome: &'static str, seconds: f64) {
+        let labels = RequestLabels { verb, outcome };
+        self.requests.get_or_create(&labels).inc();
+        self.request_duration
+            .get_or_create(&labels)
+            .observe(seconds);
+    }
+
+    /// Records the number of nodes in a request.
+    pub fn observe_nodes(&self, verb: &'static str, nodes: usize) {
+        self.request_nodes
+            .get_or_create(&VerbLabels { verb })
+            .observe(nodes as f64);
+    }
+
+    /// Records a policy reload.
+    pub fn policy_reloaded(&self, ok: bool) {
+        self.policy_reloads
+            .get_or_create(&ResultLabels {
+                result: if ok { "success" } else { "failure" },
+            })
+            .inc();
+    }
+
+    /// Records a TLS reload.
+    pub fn tls_reloaded(&self, ok: bool) {
+        self.tls_reloads
+            .get_or_create(&ResultLabels {
+                result: if ok { "success" } else { "failure" },
+            })
+            .inc();
+    }
+
+    /// The OpenMetrics text exposition.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = encode(&mut out, &self.registry);
+        out
+    }
+}
+
+impl Observer for Metrics {
+    fn plugin_duration(&self, plugin: &'static str, point: ExtensionPoint, seconds: f64) {
+        self.plugin_duration
+            .get_or_create(&PluginLabels {
+                plugin,
+                extension_point: point.as_str(),
+            })
+            .observe(seconds);
+    }
+}
+
+/// `GET /metrics`.
+pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
+    let m: &Arc<Metrics> = &state.metrics;
+    {
+        let cluster = state.cache.read();
+        m.cache_objects
+            .get_or_create(&KindLabels { kind: "node" })
+            .set(cluster.node_count() as i64);
+        m.cache_objects
+            .get_or_create(&KindLabels { kind: "pod" })
+            .set(cluster.pod_count() as i64);
+    }
+    (
+        [(
+            CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        m.encode(),
+    )
+}
