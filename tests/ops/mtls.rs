@@ -1,0 +1,141 @@
+//! Mutual TLS (`--client-ca-file`, kube-scheduler's `tlsConfig.certFile`):
+//! only clients with a certificate from the client CA get in, and a rotated
+//! client CA file is picked up.
+
+use std::fs;
+
+use crate::support::{
+    Ca, Client, FILTER_ANSWER, FILTER_NODES, RELOAD_TIMEOUT, Server, api_pod_args, copy_policy,
+    eventually, policy_args, replace_file, sample, tls_args,
+};
+
+#[test]
+fn only_clients_with_a_certificate_from_the_client_ca_are_served() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (server_ca, client_ca, other_ca) = (
+        Ca::new("serving-ca"),
+        Ca::new("client-ca"),
+        Ca::new("other-ca"),
+    );
+    let id = server_ca.server();
+    let (cert, key, ca_file) = (
+        dir.path().join("tls.crt"),
+        dir.path().join("tls.key"),
+        dir.path().join("client-ca.crt"),
+    );
+    fs::write(&cert, &id.cert_pem).expect("write cert");
+    fs::write(&key, &id.key_pem).expect("write key");
+    fs::write(&ca_file, &client_ca.cert_pem).expect("write client CA");
+    let scheduler = Client::tls(
+        &[&server_ca.cert_pem],
+        Some(&client_ca.client("kube-scheduler")),
+    );
+    let mut args = policy_args(&copy_policy(dir.path()));
+    args.extend(tls_args(&cert, &key, Some(&ca_file)));
+    let server = Server::start(dir.path(), &args, scheduler.clone());
+    assert!(
+        server.log_text().contains("mtls=true"),
+        "{}",
+        server.log_text()
+    );
+
+    let reply = server.post("/filter", &api_pod_args(FILTER_NODES));
+    assert_eq!((reply.status, reply.body.as_str()), (200, FILTER_ANSWER));
+
+    // No client certificate: the handshake is refused.
+    let anonymous = Client::tls(&[&server_ca.cert_pem], None);
+    let result = anonymous.post(server.addr, "/filter", &api_pod_args(FILTER_NODES));
+    assert!(
+        result.is_err(),
+        "a client without a certificate was answered: {result:?}"
+    );
+
+    // A certificate from another CA: refused.
+    let intruder = Client::tls(&[&server_ca.cert_pem], Some(&other_ca.client("intruder")));
+    let result = intruder.post(server.addr, "/filter", &api_pod_args(FILTER_NODES));
+    assert!(
+        result.is_err(),
+        "a client with a foreign certificate was answered: {result:?}"
+    );
+
+    // A certificate the serving CA signed is not a client certificate of the client CA either.
+    let confused = Client::tls(&[&server_ca.cert_pem], Some(&server_ca.client("confused")));
+    assert!(confused.get(server.addr, "/healthz").is_err());
+
+    // The refusals did not disturb the listener.
+    let reply = server.post("/filter", &api_pod_args(FILTER_NODES));
+    assert_eq!((reply.status, reply.body.as_str()), (200, FILTER_ANSWER));
+}
+
+#[test]
+fn a_rotated_client_ca_file_is_reloaded() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (server_ca, old_ca, new_ca) = (
+        Ca::new("serving-ca"),
+        Ca::new("client-ca-old"),
+        Ca::new("client-ca-new"),
+    );
+    let id = server_ca.server();
+    let (cert, key, ca_file) = (
+        dir.path().join("tls.crt"),
+        dir.path().join("tls.key"),
+        dir.path().join("client-ca.crt"),
+    );
+    fs::write(&cert, &id.cert_pem).expect("write cert");
+    fs::write(&key, &id.key_pem).expect("write key");
+    fs::write(&ca_file, &old_ca.cert_pem).expect("write client CA");
+    let old_client = Client::tls(&[&server_ca.cert_pem], Some(&old_ca.client("old")));
+    let new_client = Client::tls(&[&server_ca.cert_pem], Some(&new_ca.client("new")));
+    let mut args = policy_args(&copy_policy(dir.path()));
+    args.extend(tls_args(&cert, &key, Some(&ca_file)));
+    let server = Server::start(dir.path(), &args, old_client.clone());
+    assert!(new_client.get(server.addr, "/healthz").is_err());
+
+    // Rotation, step 1: a bundle trusting both.
+    replace_file(&ca_file, &format!("{}{}", old_ca.cert_pem, new_ca.cert_pem));
+    eventually("the new client CA is trusted", RELOAD_TIMEOUT, || {
+        new_client
+            .get(server.addr, "/healthz")
+            .ok()
+            .filter(|r| r.status == 200)
+    });
+    assert_eq!(
+        old_client
+            .get(server.addr, "/healthz")
+            .expect("old client")
+            .status,
+        200
+    );
+
+    // Step 2: the old CA is dropped.
+    replace_file(&ca_file, &new_ca.cert_pem);
+    eventually(
+        "the old client CA is no longer trusted",
+        RELOAD_TIMEOUT,
+        || {
+            old_client
+                .get(server.addr, "/healthz")
+                .is_err()
+                .then_some(())
+        },
+    );
+    let reply = new_client
+        .get(server.addr, "/healthz")
+        .expect("the new client still gets in");
+    assert_eq!(reply.status, 200);
+    // The probe client is refused by now: read the metrics with the new one.
+    let metrics = new_client
+        .get(server.addr, "/metrics")
+        .expect("metrics over mTLS")
+        .body;
+    assert_eq!(
+        sample(&metrics, r#"placer_tls_reloads_total{result="success"}"#),
+        Some(2.0),
+        "{metrics}"
+    );
+    assert_eq!(
+        sample(&metrics, r#"placer_tls_reloads_total{result="failure"}"#),
+        None,
+        "{metrics}"
+    );
+}

@@ -1,0 +1,91 @@
+//! Graceful shutdown (SPEC §9): on SIGTERM placer stops accepting, finishes
+//! the request in flight, closes idle keep-alive connections (kube-scheduler
+//! keeps one open), exits 0 within a few seconds and logs "placer stopped".
+
+use std::fs;
+use std::path::Path;
+use std::time::Duration;
+
+use crate::support::{
+    Ca, Client, FILTER_ANSWER, FILTER_NODES, Server, api_pod_args, copy_policy, eventually,
+    policy_args, tls_args,
+};
+
+/// Well below the 20 s drain limit: nothing should wait for it.
+const EXIT_WITHIN: Duration = Duration::from_secs(8);
+
+fn shuts_down_gracefully(mut server: Server) {
+    let addr = server.addr;
+    let client = server.client.clone();
+
+    // An idle keep-alive connection, as kube-scheduler's HTTP client keeps.
+    let mut idle = client.connect(addr).expect("connect");
+    let reply = idle
+        .request("GET", "/healthz", "", true)
+        .expect("healthz on a keep-alive connection");
+    assert_eq!(reply.status, 200);
+
+    // A request in flight: its head is read (the server asked for the body
+    // with 100 Continue) but the body is not sent yet.
+    let body = api_pod_args(FILTER_NODES);
+    let mut inflight = client.connect(addr).expect("connect");
+    let head = inflight.head("POST", "/filter", body.len(), "Expect: 100-continue\r\n");
+    inflight.send_raw(head.as_bytes()).expect("send the head");
+    let interim = inflight.read_reply().expect("100 Continue");
+    assert_eq!(interim.status, 100, "{interim:?}");
+
+    server.terminate();
+    eventually("the shutdown signal is logged", EXIT_WITHIN, || {
+        server
+            .log_text()
+            .contains("shutdown signal received")
+            .then_some(())
+    });
+    // No new connections are accepted meanwhile...
+    eventually("new connections are refused", EXIT_WITHIN, || {
+        client.get(addr, "/healthz").is_err().then_some(())
+    });
+    // ... but the request in flight is answered in full.
+    inflight.send_raw(body.as_bytes()).expect("send the body");
+    let reply = inflight.read_reply().expect("the in-flight answer");
+    assert_eq!((reply.status, reply.body.as_str()), (200, FILTER_ANSWER));
+
+    let status = server
+        .wait_exit(EXIT_WITHIN)
+        .unwrap_or_else(|| panic!("placer still running {EXIT_WITHIN:?} after SIGTERM"));
+    assert!(status.success(), "exit status {status}");
+    let log = server.log_text();
+    assert!(log.contains("placer stopped"), "{log}");
+    assert!(idle.is_closed(), "the idle connection was left open");
+}
+
+fn policy(dir: &Path) -> Vec<std::ffi::OsString> {
+    policy_args(&copy_policy(dir))
+}
+
+#[test]
+fn sigterm_stops_an_http_server_gracefully() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    shuts_down_gracefully(Server::start(
+        dir.path(),
+        &policy(dir.path()),
+        Client::Plain,
+    ));
+}
+
+#[test]
+fn sigterm_stops_an_https_server_gracefully() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let ca = Ca::new("placer-test-ca");
+    let id = ca.server();
+    let (cert, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
+    fs::write(&cert, &id.cert_pem).expect("write cert");
+    fs::write(&key, &id.key_pem).expect("write key");
+    let mut args = policy(dir.path());
+    args.extend(tls_args(&cert, &key, None));
+    shuts_down_gracefully(Server::start(
+        dir.path(),
+        &args,
+        Client::tls(&[&ca.cert_pem], None),
+    ));
+}
