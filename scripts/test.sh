@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Runs every test placer has: unit tests, HTTP tests, ops tests (TLS, reload,
+# metrics) and the end-to-end tests against a real etcd + kube-apiserver +
+# stock kube-scheduler built from Go modules (cached after the first build).
+#
+# Fails if any test was ignored: an end-to-end test that cannot start its
+# control plane fails rather than skips, and nothing is silently left out.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+for tool in cargo go openssl; do
+  command -v "$tool" >/dev/null || { echo "test.sh: '$tool' is required but not installed" >&2; exit 1; }
+done
+
+start=$(date +%s)
+bin_dir=$(bash tests/cluster/build.sh | tail -n 1)
+echo "test.sh: control-plane binaries ready in $(( $(date +%s) - start ))s: $bin_dir"
+export PLACER_E2E_BIN_DIR="$bin_dir"
+
+mkdir -p target
+log=target/test-output.log
+set +e
+cargo test --locked 2>&1 | tee "$log"
+status=${PIPESTATUS[0]}
+set -e
+[ "$status" -eq 0 ] || exit "$status"
+
+if grep -E '^test result: .* [1-9][0-9]* ignored' "$log"; then
+  echo "test.sh: some tests were ignored; every test must run" >&2
+  exit 1
+fi
+passed=$(grep -oE '[0-9]+ passed' "$log" | awk '{s += $1} END {print s + 0}')
+if ! grep -q 'Running tests/e2e/main.rs' "$log"; then
+  echo "test.sh: the end-to-end tests did not run" >&2
+  exit 1
+fi
+echo "test.sh: $passed tests passed in $(( $(date +%s) - start ))s"
