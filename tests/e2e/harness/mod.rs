@@ -1,0 +1,40 @@
+//! The end-to-end harness: a real control plane, stock kube-scheduler and placer as processes.
+//!
+//! Start with [`TestEnv::new`]: it joins the control plane shared by the test binary
+//! (`control_plane`), and gives the test its own namespace, node label, scheduler name and temp
+//! dir (`env`). From there:
+//! - `fixtures`: `Node`s (schedulable without kubelets), `Pod`s, `PriorityClass`es;
+//! - `scheduler`: kube-scheduler with a `KubeSchedulerConfiguration` builder;
+//! - `placer` and `policy`: the placer process and its policy file;
+//! - `scenario`: placer + kube-scheduler as one rig, zone layouts;
+//! - `wait`: bound pods, `PodScheduled` conditions, `FailedScheduling` events;
+//! - `manifests`: loading `manifests/` and applying it with server-side dry run.
+//!
+//! Plumbing: `process` (children that die with the test binary, logs), `workdir` (temp dirs that
+//! are removed even after a crash), `probe` (free ports, readiness), `pki` (certificates), `ids`.
+
+// The harness is a library for all test modules; not every item is used by every test.
+#![allow(dead_code, unused_imports)]
+
+mod control_plane;
+mod env;
+mod fixtures;
+mod ids;
+pub mod manifests;
+mod pki;
+mod placer;
+mod policy;
+mod probe;
+mod process;
+mod scenario;
+mod scheduler;
+mod wait;
+mod workdir;
+
+pub use env::{RUN_LABEL, TestEnv};
+pub use fixtures::{NodeBuilder, PodBuilder};
+pub use placer::Placer;
+pub use policy::Policy;
+pub use scenario::{ExtenderRig, ZONE_LABEL, ZonePods};
+pub use scheduler::{ExtenderConfig, Scheduler, SchedulerConfig, ScorePlugins};
+pub use wait::SCHEDULING_TIMEOUT;

@@ -1,0 +1,98 @@
+//! placer itself, run as a real process from the binary cargo built for this test target.
+//!
+//! `placer serve --mode extender --policy <file> --listen 127.0.0.1:<port> --kubeconfig <admin>`
+//! (the binary is `PLACER_E2E_PLACER_BIN` if set, e.g. a release build, else cargo's build of it);
+//! ready when `GET /readyz` answers 200 (policy loaded, caches synced). The port stays the same
+//! across [`Placer::restart`], so a kube-scheduler configured with its URL keeps working after an
+//! outage.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use super::env::TestEnv;
+use super::probe::{free_port, http_get, wait_ready};
+use super::process::{ChildProcess, STOP_GRACE};
+
+/// How long placer may take to report `/readyz`.
+const READY_TIMEOUT: Duration = Duration::from_mins(1);
+
+/// A placer process serving the extender verbs; stopped on drop.
+pub struct Placer {
+    process: Option<ChildProcess>,
+    policy: PathBuf,
+    kubeconfig: PathBuf,
+    log: PathBuf,
+    port: u16,
+}
+
+impl Placer {
+    /// Writes `policy` (YAML) to the test dir, starts placer on a free port and waits for `/readyz`.
+    pub async fn start(env: &TestEnv, policy: &str) -> anyhow::Result<Self> {
+        let policy_path = env.dir().join("policy.yaml");
+        std::fs::write(&policy_path, policy)?;
+        let log = env.dir().join("placer.log");
+        env.register_log("placer", &log);
+        let mut placer = Self {
+            process: None,
+            policy: policy_path,
+            kubeconfig: env.cluster().kubeconfig().to_owned(),
+            log,
+            port: free_port(),
+        };
+        placer.restart().await?;
+        Ok(placer)
+    }
+
+    /// The base URL, `http://127.0.0.1:<port>` (kube-scheduler's `urlPrefix`).
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// The listening port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// (Re)starts placer on the same port and waits for `/readyz`; stops a running one first.
+    pub async fn restart(&mut self) -> anyhow::Result<()> {
+        self.stop();
+        let binary = std::env::var_os("PLACER_E2E_PLACER_BIN").map_or_else(
+            || PathBuf::from(env!("CARGO_BIN_EXE_placer")),
+            PathBuf::from,
+        );
+        let mut cmd = Command::new(binary);
+        cmd.arg("serve")
+            .arg("--mode=extender")
+            .arg(format!("--policy={}", self.policy.display()))
+            .arg(format!("--listen=127.0.0.1:{}", self.port))
+            .arg(format!("--kubeconfig={}", self.kubeconfig.display()))
+            .env(
+                "RUST_LOG",
+                std::env::var("PLACER_E2E_RUST_LOG").unwrap_or_else(|_| "info".into()),
+            )
+            .env_remove("KUBECONFIG");
+        let process = ChildProcess::spawn("placer", cmd, &self.log)?;
+        let port = self.port;
+        wait_ready(&process, &[], READY_TIMEOUT, || async {
+            Ok(http_get(port, "/readyz").await?.0 == 200)
+        })
+        .await?;
+        self.process = Some(process);
+        Ok(())
+    }
+
+    /// Kills placer with SIGKILL, as a crash would (no-op when stopped).
+    pub fn kill(&mut self) {
+        if let Some(process) = self.process.take() {
+            process.kill();
+        }
+    }
+
+    /// Stops placer gracefully: SIGTERM, SIGKILL after a grace period (no-op when stopped).
+    pub fn stop(&mut self) {
+        if let Some(process) = self.process.take() {
+            process.stop(STOP_GRACE);
+        }
+    }
+}

@@ -1,0 +1,16 @@
+//! End-to-end tests of placer against a real control plane: etcd and kube-apiserver built from
+//! Go modules (`tests/cluster/build.sh`), stock kube-scheduler, and placer run as a process.
+//!
+//! Run with `cargo test --test e2e -- --test-threads=2`. One control plane is shared by all tests
+//! of this binary; each test isolates itself (see `harness`). Environment knobs:
+//! - `PLACER_E2E_BIN_DIR`: directory with prebuilt etcd, kube-apiserver and kube-scheduler
+//!   (default: build or reuse them with `tests/cluster/build.sh`);
+//! - `PLACER_E2E_PLACER_BIN`: another placer binary to test (default: cargo's build);
+//! - `PLACER_E2E_RUST_LOG`: placer's log filter (default `info`);
+//! - `PLACER_E2E_KEEP=1`: keep the temp dirs with configs and logs of every process.
+
+mod harness;
+
+mod extender;
+mod manifests;
+mod smoke;
