@@ -10,71 +10,85 @@ use std::sync::Arc;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Api, Client};
-use tracing::{debug, info, warn};
+use kube::{Api, Client, Resource};
+use serde::de::DeserializeOwned;
+use tracing::{info, warn};
 
-use crate::cache::Cache;
+use crate::cache::{Cache, ClusterState};
 use crate::framework::{NodeInfo, PodInfo};
 
 /// Only pods bound to a node matter to placer's indexes.
 const ASSIGNED_PODS: &str = "spec.nodeName!=";
 
+/// How one kind of object reaches the cluster state.
+struct Sink<K, R> {
+    kind: &'static str,
+    convert: fn(&K) -> R,
+    apply: fn(&mut ClusterState, R),
+    delete: fn(&mut ClusterState, &K),
+    replace: fn(&mut ClusterState, Vec<R>),
+    synced: fn(&Cache),
+}
+
 /// Watches Nodes forever, applying every event to `cache`.
 pub async fn watch_nodes(client: Client, cache: Arc<Cache>) {
-    let api: Api<Node> = Api::all(client);
-    let stream = watcher(api, watcher::Config::default()).default_backoff();
-    let mut relist: Vec<NodeInfo> = Vec::new();
-    futures::pin_mut!(stream);
-    while let Some(event) = stream.next().await {
-        match event {
-            Ok(watcher::Event::Init) => relist.clear(),
-            Ok(watcher::Event::InitApply(n)) => relist.push(NodeInfo::from(&n)),
-            Ok(watcher::Event::InitDone) => {
-                let count = relist.len();
-                cache.write().replace_nodes(std::mem::take(&mut relist));
-                cache.mark_nodes_synced();
-                info!(nodes = count, "node list synced");
+    let sink = Sink {
+        kind: "node",
+        convert: |n: &Node| NodeInfo::from(n),
+        apply: ClusterState::apply_node,
+        delete: |s, n: &Node| {
+            if let Some(name) = n.metadata.name.as_deref() {
+                s.delete_node(name);
             }
-            Ok(watcher::Event::Apply(n)) => {
-                debug!(
-                    node = n.metadata.name.as_deref().unwrap_or(""),
-                    "node applied"
-                );
-                cache.write().apply_node(NodeInfo::from(&n));
-            }
-            Ok(watcher::Event::Delete(n)) => {
-                if let Some(name) = n.metadata.name.as_deref() {
-                    cache.write().delete_node(name);
-                }
-            }
-            Err(e) => warn!(error = %e, "node watch failed; retrying with backoff"),
-        }
-    }
+        },
+        replace: ClusterState::replace_nodes,
+        synced: Cache::mark_nodes_synced,
+    };
+    feed(Api::all(client), watcher::Config::default(), cache, sink).await;
 }
 
 /// Watches assigned Pods forever, applying every event to `cache`.
 pub async fn watch_pods(client: Client, cache: Arc<Cache>) {
-    let api: Api<Pod> = Api::all(client);
+    let sink = Sink {
+        kind: "pod",
+        convert: |p: &Pod| PodInfo::from(p),
+        apply: ClusterState::apply_pod,
+        delete: |s, p: &Pod| {
+            let meta = &p.metadata;
+            s.delete_pod(
+                meta.namespace.as_deref().unwrap_or(""),
+                meta.name.as_deref().unwrap_or(""),
+            );
+        },
+        replace: ClusterState::replace_pods,
+        synced: Cache::mark_pods_synced,
+    };
     let config = watcher::Config::default().fields(ASSIGNED_PODS);
+    feed(Api::all(client), config, cache, sink).await;
+}
+
+/// Applies one watch stream to the cache until the stream ends (it does not).
+/// A relist (`Init` .. `InitDone`) replaces the kind's records in one step.
+async fn feed<K, R>(api: Api<K>, config: watcher::Config, cache: Arc<Cache>, sink: Sink<K, R>)
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
     let stream = watcher(api, config).default_backoff();
-    let mut relist: Vec<PodInfo> = Vec::new();
     futures::pin_mut!(stream);
+    let mut relist: Vec<R> = Vec::new();
     while let Some(event) = stream.next().await {
         match event {
             Ok(watcher::Event::Init) => relist.clear(),
-            Ok(watcher::Event::InitApply(p)) => relist.push(PodInfo::from(&p)),
+            Ok(watcher::Event::InitApply(o)) => relist.push((sink.convert)(&o)),
             Ok(watcher::Event::InitDone) => {
                 let count = relist.len();
-                cache.write().replace_pods(std::mem::take(&mut relist));
-                cache.mark_pods_synced();
-                info!(pods = count, "assigned pod list synced");
+                (sink.replace)(&mut cache.write(), std::mem::take(&mut relist));
+                (sink.synced)(&cache);
+                info!(kind = sink.kind, count, "list synced");
             }
-            Ok(watcher::Event::Apply(p)) => cache.write().apply_pod(PodInfo::from(&p)),
-            Ok(watcher::Event::Delete(p)) => {
-                let info = PodInfo::from(&p);
-                cache.write().delete_pod(&info.namespace, &info.name);
-            }
-            Err(e) => warn!(error = %e, "pod watch failed; retrying with backoff"),
+            Ok(watcher::Event::Apply(o)) => (sink.apply)(&mut cache.write(), (sink.convert)(&o)),
+            Ok(watcher::Event::Delete(o)) => (sink.delete)(&mut cache.write(), &o),
+            Err(e) => warn!(kind = sink.kind, error = %e, "watch failed; retrying with backoff"),
         }
     }
 }

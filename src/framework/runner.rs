@@ -469,6 +469,27 @@ mod tests {
             .collect()
     }
 
+    /// A score plugin `name` with weight `weight`.
+    fn fixed(
+        name: &'static str,
+        raw: fn(&str) -> i64,
+        skip: bool,
+        weight: i64,
+    ) -> (Arc<dyn Plugin>, i64) {
+        (Arc::new(Fixed { name, raw, skip }), weight)
+    }
+
+    /// Scores nodes `names` for an empty pod in an empty cluster.
+    fn score(f: &Framework, names: &[&str]) -> ScoreTable {
+        f.score(
+            &mut CycleState::new(),
+            &PodInfo::default(),
+            &nodes(names),
+            &ClusterState::default(),
+        )
+        .unwrap()
+    }
+
     fn fw(plugins: Vec<(Arc<dyn Plugin>, i64)>) -> Framework {
         Framework::new(
             "p",
@@ -482,32 +503,10 @@ mod tests {
     #[test]
     fn weighted_sum_clamps_and_rounds_half_up() {
         let f = fw(vec![
-            (
-                Arc::new(Fixed {
-                    name: "A",
-                    raw: |n| if n == "a" { 100 } else { 250 },
-                    skip: false,
-                }),
-                2,
-            ),
-            (
-                Arc::new(Fixed {
-                    name: "B",
-                    raw: |n| if n == "a" { -5 } else { 25 },
-                    skip: false,
-                }),
-                1,
-            ),
+            fixed("A", |n| if n == "a" { 100 } else { 250 }, false, 2),
+            fixed("B", |n| if n == "a" { -5 } else { 25 }, false, 1),
         ]);
-        let ns = nodes(&["a", "b"]);
-        let t = f
-            .score(
-                &mut CycleState::new(),
-                &PodInfo::default(),
-                &ns,
-                &ClusterState::default(),
-            )
-            .unwrap();
+        let t = score(&f, &["a", "b"]);
         // a: 2×100 + 1×0 (clamped from -5) = 200; b: 2×100 (clamped from 250) + 25 = 225.
         assert_eq!(t.totals, vec![200, 225]);
         assert_eq!(t.weight_sum, 3);
@@ -521,31 +520,10 @@ mod tests {
     #[test]
     fn skipped_plugins_leave_the_weight_sum() {
         let f = fw(vec![
-            (
-                Arc::new(Fixed {
-                    name: "A",
-                    raw: |_| 50,
-                    skip: false,
-                }),
-                1,
-            ),
-            (
-                Arc::new(Fixed {
-                    name: "S",
-                    raw: |_| 100,
-                    skip: true,
-                }),
-                5,
-            ),
+            fixed("A", |_| 50, false, 1),
+            fixed("S", |_| 100, true, 5),
         ]);
-        let t = f
-            .score(
-                &mut CycleState::new(),
-                &PodInfo::default(),
-                &nodes(&["a"]),
-                &ClusterState::default(),
-            )
-            .unwrap();
+        let t = score(&f, &["a"]);
         assert_eq!(t.weight_sum, 1);
         assert_eq!(t.extender_score(0), 5);
         assert!(t.plugins[1].skipped.is_some());
@@ -554,22 +532,8 @@ mod tests {
 
     #[test]
     fn all_skipped_scores_zero() {
-        let f = fw(vec![(
-            Arc::new(Fixed {
-                name: "S",
-                raw: |_| 100,
-                skip: true,
-            }),
-            1,
-        )]);
-        let t = f
-            .score(
-                &mut CycleState::new(),
-                &PodInfo::default(),
-                &nodes(&["a"]),
-                &ClusterState::default(),
-            )
-            .unwrap();
+        let f = fw(vec![fixed("S", |_| 100, true, 1)]);
+        let t = score(&f, &["a"]);
         assert_eq!((t.extender_score(0), t.extender_score_exact(0)), (0, 0.0));
     }
 
