@@ -180,6 +180,7 @@ pub fn pods(count: usize, nodes: &[NodeSpec]) -> Vec<PodInfo> {
                 scheduler_name: "default-scheduler".into(),
                 node_name: Some(node.name.clone()),
                 phase: Some("Running".into()),
+                ..Default::default()
             }
         })
         .collect()

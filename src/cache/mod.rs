@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-pub use state::ClusterState;
+pub use state::{ClusterState, NodeUsage};
 pub use zone_index::{CountDimension, CountKey, CountSelector, ZoneIndex};
 
 /// Shared, lock-protected cluster state plus sync flags for readiness.

@@ -10,14 +10,51 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use crate::cache::zone_index::{CountDimension, ZoneIndex};
-use crate::framework::{NodeInfo, PodInfo};
+use crate::framework::pod::HostPort;
+use crate::framework::{NodeInfo, PodInfo, Resources};
 
-/// Nodes by name, assigned pods by `namespace/name`, and the zone index.
+/// What the pods assigned to one node take from it.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct NodeUsage {
+    /// Sum of the pods' effective requests.
+    pub requested: Resources,
+    /// Number of pods.
+    pub pods: i64,
+    /// Host ports in use, with how many pods bind each.
+    pub host_ports: HashMap<HostPort, u32>,
+}
+
+impl NodeUsage {
+    fn add(&mut self, pod: &PodInfo) {
+        self.requested.add(&pod.spec.requests);
+        self.pods += 1;
+        for p in &pod.spec.host_ports {
+            *self.host_ports.entry(p.clone()).or_default() += 1;
+        }
+    }
+
+    fn remove(&mut self, pod: &PodInfo) {
+        self.requested.sub(&pod.spec.requests);
+        self.pods -= 1;
+        for p in &pod.spec.host_ports {
+            if let Some(n) = self.host_ports.get_mut(p) {
+                *n -= 1;
+                if *n == 0 {
+                    self.host_ports.remove(p);
+                }
+            }
+        }
+    }
+}
+
+/// Nodes by name, assigned pods by `namespace/name`, and the indexes derived
+/// from them: pods per node, usage per node, pods per zone.
 #[derive(Debug, Default)]
 pub struct ClusterState {
     nodes: HashMap<String, Arc<NodeInfo>>,
     pods: HashMap<String, PodInfo>,
     pods_by_node: HashMap<String, HashSet<String>>,
+    usage: HashMap<String, NodeUsage>,
     zones: ZoneIndex,
 }
 
@@ -52,6 +89,25 @@ impl ClusterState {
     /// The assigned pod `namespace/name`.
     pub fn pod(&self, namespace: &str, name: &str) -> Option<&PodInfo> {
         self.pods.get(&pod_key(namespace, name))
+    }
+
+    /// What the pods on node `name` use (empty when none are there).
+    pub fn usage(&self, name: &str) -> Option<&NodeUsage> {
+        self.usage.get(name)
+    }
+
+    /// The pods assigned to node `name`.
+    pub fn pods_on(&self, name: &str) -> impl Iterator<Item = &PodInfo> {
+        self.pods_by_node
+            .get(name)
+            .into_iter()
+            .flatten()
+            .filter_map(|k| self.pods.get(k))
+    }
+
+    /// Every assigned pod.
+    pub fn pods(&self) -> impl Iterator<Item = &PodInfo> {
+        self.pods.values()
     }
 
     /// The zone index (read side).
@@ -118,6 +174,7 @@ impl ClusterState {
         if let Some(node) = self.nodes.get(&node_name) {
             self.zones.add(&pod, node);
         }
+        self.usage.entry(node_name.clone()).or_default().add(&pod);
         self.pods_by_node
             .entry(node_name)
             .or_default()
@@ -144,6 +201,9 @@ impl ClusterState {
             keys.remove(key);
             if keys.is_empty() {
                 self.pods_by_node.remove(node_name);
+                self.usage.remove(node_name);
+            } else if let Some(u) = self.usage.get_mut(node_name) {
+                u.remove(&old);
             }
         }
     }
@@ -161,6 +221,7 @@ impl ClusterState {
     pub fn replace_pods(&mut self, pods: Vec<PodInfo>) {
         self.pods.clear();
         self.pods_by_node.clear();
+        self.usage.clear();
         self.zones.clear_counts();
         for pod in pods {
             self.apply_pod(pod);
@@ -242,6 +303,43 @@ mod tests {
         assert_eq!(count(&s, "z2"), 0);
         s.apply_node(NodeInfo::new("a", [("zone", "z2")]));
         assert_eq!(count(&s, "z2"), 1);
+    }
+
+    #[test]
+    fn usage_follows_pods() {
+        let mut s = ClusterState::default();
+        let with = |name: &str, cpu: i64, port: i32| PodInfo {
+            spec: Arc::new(crate::framework::pod::PodSpecInfo {
+                requests: Resources {
+                    milli_cpu: cpu,
+                    ..Default::default()
+                },
+                host_ports: vec![HostPort {
+                    ip: "0.0.0.0".into(),
+                    protocol: "TCP".into(),
+                    port,
+                }],
+                ..Default::default()
+            }),
+            ..pod(name, Some("a"), None)
+        };
+        s.apply_pod(with("p", 100, 80));
+        s.apply_pod(with("q", 250, 80));
+        let u = s.usage("a").unwrap();
+        assert_eq!(
+            (u.requested.milli_cpu, u.pods, u.host_ports.len()),
+            (350, 2, 1)
+        );
+        s.apply_pod(with("q", 300, 81));
+        let u = s.usage("a").unwrap();
+        assert_eq!(
+            (u.requested.milli_cpu, u.pods, u.host_ports.len()),
+            (400, 2, 2)
+        );
+        assert_eq!(s.pods_on("a").count(), 2);
+        s.delete_pod("ns", "p");
+        s.delete_pod("ns", "q");
+        assert!(s.usage("a").is_none());
     }
 
     #[test]

@@ -9,7 +9,8 @@ mod cycle_state;
 pub mod explain;
 pub mod interface;
 mod node;
-mod pod;
+pub mod pod;
+pub mod resources;
 mod runner;
 mod status;
 
@@ -21,6 +22,7 @@ pub use interface::{
 };
 pub use node::NodeInfo;
 pub use pod::PodInfo;
+pub use resources::Resources;
 pub use runner::{
     ExtensionPoint, Framework, MAX_EXTENDER_SCORE, Observer, PluginScores, PreFilterResult,
     ScoreTable, WeightedPlugin,

@@ -2,17 +2,25 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, Taint};
 use serde::Deserialize;
+
+use crate::framework::Resources;
 
 /// The fields of a node that placer's plugins use. Shared as `Arc<NodeInfo>`
 /// between the cache and every request that looks at the node.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct NodeInfo {
     /// `metadata.name`.
     pub name: String,
     /// `metadata.labels`.
     pub labels: BTreeMap<String, String>,
+    /// `spec.unschedulable` (cordoned).
+    pub unschedulable: bool,
+    /// `spec.taints`.
+    pub taints: Vec<Taint>,
+    /// `status.allocatable`.
+    pub allocatable: Resources,
 }
 
 impl NodeInfo {
@@ -28,6 +36,7 @@ impl NodeInfo {
                 .into_iter()
                 .map(|(k, v)| (k.into(), v.into()))
                 .collect(),
+            ..Default::default()
         }
     }
 
@@ -38,10 +47,23 @@ impl NodeInfo {
 }
 
 impl From<&Node> for NodeInfo {
+    /// A node the API server accepted; a quantity that still fails to parse
+    /// counts as zero rather than failing the watch.
     fn from(node: &Node) -> Self {
+        let spec = node.spec.as_ref();
+        let allocatable = node
+            .status
+            .as_ref()
+            .and_then(|s| s.allocatable.as_ref())
+            .map(|a| Resources::from_list(a.iter().map(|(k, q)| (k.as_str(), q.0.as_str()))))
+            .and_then(Result::ok)
+            .unwrap_or_default();
         NodeInfo {
             name: node.metadata.name.clone().unwrap_or_default(),
             labels: node.metadata.labels.clone().unwrap_or_default(),
+            unschedulable: spec.and_then(|s| s.unschedulable).unwrap_or(false),
+            taints: spec.and_then(|s| s.taints.clone()).unwrap_or_default(),
+            allocatable,
         }
     }
 }
@@ -53,19 +75,40 @@ impl<'de> Deserialize<'de> for NodeInfo {
         #[serde(expecting = "a Node object")]
         struct Wire {
             metadata: Option<Meta>,
+            spec: Option<Spec>,
+            status: Option<Status>,
         }
         #[derive(Deserialize)]
         struct Meta {
             name: Option<String>,
             labels: Option<BTreeMap<String, String>>,
         }
-        let meta = Wire::deserialize(d)?.metadata;
+        #[derive(Deserialize)]
+        struct Spec {
+            unschedulable: Option<bool>,
+            taints: Option<Vec<Taint>>,
+        }
+        #[derive(Deserialize)]
+        struct Status {
+            allocatable: Option<BTreeMap<String, String>>,
+        }
+        let wire = Wire::deserialize(d)?;
+        let allocatable = match wire.status.and_then(|s| s.allocatable) {
+            Some(list) => Resources::from_list(list.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+                .map_err(|e| serde::de::Error::custom(format!("status.allocatable.{e}")))?,
+            None => Resources::default(),
+        };
+        let meta = wire.metadata;
+        let spec = wire.spec;
         Ok(NodeInfo {
             name: meta
                 .as_ref()
                 .and_then(|m| m.name.clone())
                 .unwrap_or_default(),
             labels: meta.and_then(|m| m.labels).unwrap_or_default(),
+            unschedulable: spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false),
+            taints: spec.and_then(|s| s.taints).unwrap_or_default(),
+            allocatable,
         })
     }
 }
@@ -83,5 +126,23 @@ mod tests {
         assert_eq!(n, NodeInfo::new("a", [("net", "high")]));
         assert_eq!(n.label("net"), Some("high"));
         assert_eq!(n.label("zone"), None);
+    }
+
+    #[test]
+    fn wire_and_api_nodes_agree() {
+        let json = serde_json::json!({
+            "metadata": {"name": "n", "labels": {"a": "b"}},
+            "spec": {"unschedulable": true, "taints": [{"key": "k", "value": "v", "effect": "NoSchedule"}]},
+            "status": {"allocatable": {"cpu": "7800m", "memory": "31Gi", "pods": "110"}}
+        });
+        let wire: NodeInfo = serde_json::from_value(json.clone()).unwrap();
+        let api: Node = serde_json::from_value(json).unwrap();
+        assert_eq!(wire, NodeInfo::from(&api));
+        assert!(wire.unschedulable);
+        assert_eq!(wire.taints[0].effect, "NoSchedule");
+        assert_eq!(
+            (wire.allocatable.milli_cpu, wire.allocatable.pods),
+            (7800, 110)
+        );
     }
 }

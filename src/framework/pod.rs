@@ -7,12 +7,15 @@
 //! fields newer than this build.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Affinity, Pod, Toleration, TopologySpreadConstraint};
 use serde::Deserialize;
 
+use crate::framework::resources::{ContainerRequests, Resources, pod_requests};
+
 /// The fields of a pod that scheduling decisions depend on.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct PodInfo {
     /// `metadata.name`.
     pub name: String,
@@ -32,6 +35,97 @@ pub struct PodInfo {
     pub node_name: Option<String>,
     /// `status.phase`.
     pub phase: Option<String>,
+    /// The placement requirements in the spec (shared: cheap to clone).
+    pub spec: Arc<PodSpecInfo>,
+}
+
+/// What a pod's spec asks of its node, reduced to what the filters read.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PodSpecInfo {
+    /// `spec.nodeSelector`.
+    pub node_selector: BTreeMap<String, String>,
+    /// `spec.affinity`.
+    pub affinity: Option<Affinity>,
+    /// `spec.tolerations`.
+    pub tolerations: Vec<Toleration>,
+    /// The effective request (containers, init containers, sidecars, overhead).
+    pub requests: Resources,
+    /// Host ports the pod's containers (and init containers) bind.
+    pub host_ports: Vec<HostPort>,
+    /// `spec.topologySpreadConstraints`.
+    pub topology_spread_constraints: Vec<TopologySpreadConstraint>,
+    /// Names of `spec.schedulingGates`; a gated pod is not scheduled.
+    pub scheduling_gates: Vec<String>,
+    /// `claimName`s of the pod's PersistentVolumeClaim volumes.
+    pub pvc_claims: Vec<String>,
+}
+
+/// One host port a container binds.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct HostPort {
+    /// `hostIP` ("" = all addresses, as "0.0.0.0").
+    pub ip: String,
+    /// `TCP`, `UDP` or `SCTP` (default `TCP`).
+    pub protocol: String,
+    /// `hostPort`.
+    pub port: i32,
+}
+
+/// A container as far as requests and ports go (shared by both decoders).
+struct ContainerView<'a> {
+    requests: Vec<(&'a str, &'a str)>,
+    ports: Vec<HostPort>,
+    sidecar: bool,
+}
+
+fn host_port(host_port: Option<i32>, protocol: Option<&str>, ip: Option<&str>) -> Option<HostPort> {
+    let port = host_port.filter(|p| *p > 0)?;
+    Some(HostPort {
+        ip: ip
+            .filter(|i| !i.is_empty())
+            .unwrap_or("0.0.0.0")
+            .to_string(),
+        protocol: protocol
+            .filter(|p| !p.is_empty())
+            .unwrap_or("TCP")
+            .to_string(),
+        port,
+    })
+}
+
+/// Effective requests and host ports; a bad quantity is reported with its container.
+fn requests_and_ports(
+    containers: &[ContainerView<'_>],
+    init: &[ContainerView<'_>],
+    overhead: &[(&str, &str)],
+) -> Result<(Resources, Vec<HostPort>), String> {
+    let parse = |kind: &str, i: usize, c: &ContainerView<'_>| {
+        Resources::from_list(c.requests.iter().copied())
+            .map_err(|e| format!("spec.{kind}[{i}].resources.requests.{e}"))
+    };
+    let regular = containers
+        .iter()
+        .enumerate()
+        .map(|(i, c)| parse("containers", i, c))
+        .collect::<Result<Vec<_>, _>>()?;
+    let init_requests = init
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            Ok(ContainerRequests {
+                requests: parse("initContainers", i, c)?,
+                sidecar: c.sidecar,
+            })
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    let overhead =
+        Resources::from_list(overhead.iter().copied()).map_err(|e| format!("spec.overhead.{e}"))?;
+    let ports = init
+        .iter()
+        .chain(containers)
+        .flat_map(|c| c.ports.iter().cloned())
+        .collect();
+    Ok((pod_requests(&regular, &init_requests, &overhead), ports))
 }
 
 impl PodInfo {
@@ -64,7 +158,64 @@ impl From<&Pod> for PodInfo {
                 .and_then(|s| s.node_name.clone())
                 .filter(|n| !n.is_empty()),
             phase: pod.status.as_ref().and_then(|s| s.phase.clone()),
+            spec: Arc::new(spec.map(spec_from_api).unwrap_or_default()),
         }
+    }
+}
+
+/// The spec of a pod the API server accepted (so its quantities are valid;
+/// one that still fails to parse counts as zero rather than failing the watch).
+fn spec_from_api(spec: &k8s_openapi::api::core::v1::PodSpec) -> PodSpecInfo {
+    fn view(c: &k8s_openapi::api::core::v1::Container) -> ContainerView<'_> {
+        ContainerView {
+            requests: c
+                .resources
+                .as_ref()
+                .and_then(|r| r.requests.as_ref())
+                .map(|r| r.iter().map(|(k, q)| (k.as_str(), q.0.as_str())).collect())
+                .unwrap_or_default(),
+            ports: c
+                .ports
+                .iter()
+                .flatten()
+                .filter_map(|p| host_port(p.host_port, p.protocol.as_deref(), p.host_ip.as_deref()))
+                .collect(),
+            sidecar: c.restart_policy.as_deref() == Some("Always"),
+        }
+    }
+    let containers: Vec<_> = spec.containers.iter().map(view).collect();
+    let init: Vec<_> = spec.init_containers.iter().flatten().map(view).collect();
+    let overhead: Vec<(&str, &str)> = spec
+        .overhead
+        .iter()
+        .flatten()
+        .map(|(k, q)| (k.as_str(), q.0.as_str()))
+        .collect();
+    let (requests, host_ports) =
+        requests_and_ports(&containers, &init, &overhead).unwrap_or_default();
+    PodSpecInfo {
+        node_selector: spec.node_selector.clone().unwrap_or_default(),
+        affinity: spec.affinity.clone(),
+        tolerations: spec.tolerations.clone().unwrap_or_default(),
+        requests,
+        host_ports,
+        topology_spread_constraints: spec.topology_spread_constraints.clone().unwrap_or_default(),
+        scheduling_gates: spec
+            .scheduling_gates
+            .iter()
+            .flatten()
+            .map(|g| g.name.clone())
+            .collect(),
+        pvc_claims: spec
+            .volumes
+            .iter()
+            .flatten()
+            .filter_map(|v| {
+                v.persistent_volume_claim
+                    .as_ref()
+                    .map(|c| c.claim_name.clone())
+            })
+            .collect(),
     }
 }
 
@@ -74,17 +225,24 @@ impl<'de> Deserialize<'de> for PodInfo {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let wire = WirePod::deserialize(d)?;
         let meta = wire.metadata.unwrap_or_default();
-        let spec = wire.spec.unwrap_or_default();
+        let mut spec = wire.spec.unwrap_or_default();
+        let (priority, scheduler_name, node_name) = (
+            spec.priority,
+            spec.scheduler_name.take(),
+            spec.node_name.take(),
+        );
+        let spec_info = spec.info().map_err(serde::de::Error::custom)?;
         Ok(PodInfo {
             name: meta.name.unwrap_or_default(),
             namespace: meta.namespace.unwrap_or_default(),
             uid: meta.uid.unwrap_or_default(),
             labels: meta.labels.unwrap_or_default(),
             annotations: meta.annotations.unwrap_or_default(),
-            priority: spec.priority.unwrap_or(0),
-            scheduler_name: spec.scheduler_name.unwrap_or_default(),
-            node_name: spec.node_name.filter(|n| !n.is_empty()),
+            priority: priority.unwrap_or(0),
+            scheduler_name: scheduler_name.unwrap_or_default(),
+            node_name: node_name.filter(|n| !n.is_empty()),
             phase: wire.status.and_then(|s| s.phase),
+            spec: Arc::new(spec_info),
         })
     }
 }
@@ -112,6 +270,118 @@ struct WireSpec {
     priority: Option<i32>,
     scheduler_name: Option<String>,
     node_name: Option<String>,
+    node_selector: Option<BTreeMap<String, String>>,
+    affinity: Option<Affinity>,
+    tolerations: Option<Vec<Toleration>>,
+    containers: Option<Vec<WireContainer>>,
+    init_containers: Option<Vec<WireContainer>>,
+    overhead: Option<BTreeMap<String, String>>,
+    topology_spread_constraints: Option<Vec<TopologySpreadConstraint>>,
+    scheduling_gates: Option<Vec<WireName>>,
+    volumes: Option<Vec<WireVolume>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct WireContainer {
+    resources: Option<WireResources>,
+    ports: Option<Vec<WirePort>>,
+    restart_policy: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+struct WireResources {
+    requests: Option<BTreeMap<String, String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WirePort {
+    host_port: Option<i32>,
+    protocol: Option<String>,
+    #[serde(rename = "hostIP")]
+    host_ip: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct WireName {
+    name: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireVolume {
+    persistent_volume_claim: Option<WireClaim>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireClaim {
+    claim_name: String,
+}
+
+impl WireContainer {
+    fn view(&self) -> ContainerView<'_> {
+        ContainerView {
+            requests: self
+                .resources
+                .as_ref()
+                .and_then(|r| r.requests.as_ref())
+                .map(|r| r.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect())
+                .unwrap_or_default(),
+            ports: self
+                .ports
+                .iter()
+                .flatten()
+                .filter_map(|p| host_port(p.host_port, p.protocol.as_deref(), p.host_ip.as_deref()))
+                .collect(),
+            sidecar: self.restart_policy.as_deref() == Some("Always"),
+        }
+    }
+}
+
+impl WireSpec {
+    fn info(self) -> Result<PodSpecInfo, String> {
+        let containers: Vec<_> = self
+            .containers
+            .iter()
+            .flatten()
+            .map(WireContainer::view)
+            .collect();
+        let init: Vec<_> = self
+            .init_containers
+            .iter()
+            .flatten()
+            .map(WireContainer::view)
+            .collect();
+        let overhead: Vec<(&str, &str)> = self
+            .overhead
+            .iter()
+            .flatten()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        let (requests, host_ports) = requests_and_ports(&containers, &init, &overhead)?;
+        Ok(PodSpecInfo {
+            node_selector: self.node_selector.unwrap_or_default(),
+            affinity: self.affinity,
+            tolerations: self.tolerations.unwrap_or_default(),
+            requests,
+            host_ports,
+            topology_spread_constraints: self.topology_spread_constraints.unwrap_or_default(),
+            scheduling_gates: self
+                .scheduling_gates
+                .into_iter()
+                .flatten()
+                .map(|g| g.name)
+                .collect(),
+            pvc_claims: self
+                .volumes
+                .into_iter()
+                .flatten()
+                .filter_map(|v| v.persistent_volume_claim.map(|c| c.claim_name))
+                .collect(),
+        })
+    }
 }
 
 #[derive(Deserialize)]
@@ -136,6 +406,61 @@ mod tests {
         assert!(pod.annotations.is_empty());
         assert_eq!(pod.scheduler_name, "s");
         assert_eq!(pod.node_name, None);
+    }
+
+    #[test]
+    fn wire_and_api_pods_agree_on_the_spec() {
+        let json = serde_json::json!({
+            "metadata": {"name": "p", "namespace": "n"},
+            "spec": {
+                "nodeSelector": {"disk": "ssd"},
+                "tolerations": [{"key": "k", "operator": "Exists", "effect": "NoSchedule"}],
+                "initContainers": [
+                    {"name": "side", "restartPolicy": "Always", "resources": {"requests": {"cpu": "50m"}}},
+                    {"name": "init", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}
+                ],
+                "containers": [{"name": "c", "resources": {"requests": {"cpu": "200m", "example.com/gpu": "1"}},
+                                "ports": [{"containerPort": 80, "hostPort": 8080}, {"containerPort": 53, "protocol": "UDP"}]}],
+                "overhead": {"cpu": "10m"},
+                "schedulingGates": [{"name": "wait"}],
+                "volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": "data"}}]
+            }
+        });
+        let wire: PodInfo = serde_json::from_value(json.clone()).unwrap();
+        let api: Pod = serde_json::from_value(json).unwrap();
+        assert_eq!(wire, PodInfo::from(&api));
+        let s = &wire.spec;
+        assert_eq!(
+            s.requests.milli_cpu, 1060,
+            "max(200 + 50, 1000 + 50) + 10 overhead"
+        );
+        assert_eq!(s.requests.memory, 1 << 30);
+        assert_eq!(s.requests.scalar["example.com/gpu"], 1);
+        assert_eq!(
+            s.host_ports,
+            vec![HostPort {
+                ip: "0.0.0.0".into(),
+                protocol: "TCP".into(),
+                port: 8080
+            }]
+        );
+        assert_eq!(s.scheduling_gates, ["wait"]);
+        assert_eq!(s.pvc_claims, ["data"]);
+        assert_eq!(s.node_selector["disk"], "ssd");
+        assert_eq!(s.tolerations.len(), 1);
+    }
+
+    #[test]
+    fn bad_quantities_in_requests_are_decode_errors() {
+        let e = serde_json::from_str::<PodInfo>(
+            r#"{"spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":"lots"}}}]}}"#,
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("spec.containers[0].resources.requests.cpu: invalid quantity \"lots\""),
+            "{e}"
+        );
     }
 
     #[test]

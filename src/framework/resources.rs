@@ -1,0 +1,301 @@
+//! Resource quantities and the effective request of a pod, as kube-scheduler
+//! computes them (`resource.Quantity`, `resourcehelper.PodRequests`).
+
+use std::collections::BTreeMap;
+
+/// CPU in millicores, memory and ephemeral storage in bytes, the pod count,
+/// and extended (scalar) resources by name.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Resources {
+    /// CPU in millicores.
+    pub milli_cpu: i64,
+    /// Memory in bytes.
+    pub memory: i64,
+    /// Ephemeral storage in bytes.
+    pub ephemeral_storage: i64,
+    /// Number of pods (allocatable `pods`; for a pod's request always 0).
+    pub pods: i64,
+    /// Extended resources (`example.com/gpu`, `hugepages-2Mi`, ...).
+    pub scalar: BTreeMap<String, i64>,
+}
+
+/// A quantity string that does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct QuantityError(pub String);
+
+/// Parses a Kubernetes quantity and returns it multiplied by `scale`
+/// (1000 for millicores, 1 for bytes), rounded up like `Quantity.Value()`.
+pub fn parse_quantity(s: &str, scale: i128) -> Result<i64, QuantityError> {
+    let err = || QuantityError(format!("invalid quantity {s:?}"));
+    let s = s.trim();
+    let (sign, body) = match s.strip_prefix('-') {
+        Some(rest) => (-1i128, rest),
+        None => (1i128, s.strip_prefix('+').unwrap_or(s)),
+    };
+    let split = body
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(body.len());
+    let (number, suffix) = body.split_at(split);
+    if number.is_empty() || number == "." {
+        return Err(err());
+    }
+    let (int_part, frac_part) = number.split_once('.').unwrap_or((number, ""));
+    if frac_part.contains('.') || int_part.len() + frac_part.len() > 30 {
+        return Err(err());
+    }
+    let digits: i128 = format!("{int_part}{frac_part}")
+        .parse()
+        .map_err(|_| err())?;
+    // value = digits × 10^-frac × multiplier, expressed as num/den.
+    let mut num = digits * scale;
+    let mut den: i128 = 10i128.pow(frac_part.len() as u32);
+    let (base, exp): (i128, u32) = match suffix {
+        "" => (10, 0),
+        "n" => {
+            den *= 1_000_000_000;
+            (10, 0)
+        }
+        "u" => {
+            den *= 1_000_000;
+            (10, 0)
+        }
+        "m" => {
+            den *= 1000;
+            (10, 0)
+        }
+        "k" => (10, 3),
+        "M" => (10, 6),
+        "G" => (10, 9),
+        "T" => (10, 12),
+        "P" => (10, 15),
+        "E" => (10, 18),
+        "Ki" => (2, 10),
+        "Mi" => (2, 20),
+        "Gi" => (2, 30),
+        "Ti" => (2, 40),
+        "Pi" => (2, 50),
+        "Ei" => (2, 60),
+        e if e.starts_with(['e', 'E']) => {
+            let x: i32 = e[1..].parse().map_err(|_| err())?;
+            if x >= 0 {
+                (10, x as u32)
+            } else {
+                den *= 10i128.checked_pow(x.unsigned_abs()).ok_or_else(err)?;
+                (10, 0)
+            }
+        }
+        _ => return Err(err()),
+    };
+    num = num
+        .checked_mul(base.checked_pow(exp).ok_or_else(err)?)
+        .ok_or_else(err)?;
+    let value = (num + den - 1).div_euclid(den);
+    i64::try_from(sign * value).map_err(|_| err())
+}
+
+impl Resources {
+    /// Reads a `ResourceList`-like map; unparsable quantities are errors naming the resource.
+    pub fn from_list<'a>(
+        list: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Result<Self, QuantityError> {
+        let mut r = Resources::default();
+        for (name, q) in list {
+            let named = |e: QuantityError| QuantityError(format!("{name}: {e}"));
+            match name {
+                "cpu" => r.milli_cpu = parse_quantity(q, 1000).map_err(named)?,
+                "memory" => r.memory = parse_quantity(q, 1).map_err(named)?,
+                "ephemeral-storage" => r.ephemeral_storage = parse_quantity(q, 1).map_err(named)?,
+                "pods" => r.pods = parse_quantity(q, 1).map_err(named)?,
+                other => {
+                    r.scalar
+                        .insert(other.to_string(), parse_quantity(q, 1).map_err(named)?);
+                }
+            }
+        }
+        Ok(r)
+    }
+
+    /// Adds `other` to `self`, resource by resource.
+    pub fn add(&mut self, other: &Resources) {
+        self.milli_cpu += other.milli_cpu;
+        self.memory += other.memory;
+        self.ephemeral_storage += other.ephemeral_storage;
+        self.pods += other.pods;
+        for (k, v) in &other.scalar {
+            *self.scalar.entry(k.clone()).or_default() += v;
+        }
+    }
+
+    /// Subtracts `other` from `self`, resource by resource.
+    pub fn sub(&mut self, other: &Resources) {
+        self.milli_cpu -= other.milli_cpu;
+        self.memory -= other.memory;
+        self.ephemeral_storage -= other.ephemeral_storage;
+        self.pods -= other.pods;
+        for (k, v) in &other.scalar {
+            let e = self.scalar.entry(k.clone()).or_default();
+            *e -= v;
+            if *e == 0 {
+                self.scalar.remove(k);
+            }
+        }
+    }
+
+    /// Raises each resource of `self` to at least `other`'s.
+    pub fn max_with(&mut self, other: &Resources) {
+        self.milli_cpu = self.milli_cpu.max(other.milli_cpu);
+        self.memory = self.memory.max(other.memory);
+        self.ephemeral_storage = self.ephemeral_storage.max(other.ephemeral_storage);
+        self.pods = self.pods.max(other.pods);
+        for (k, v) in &other.scalar {
+            let e = self.scalar.entry(k.clone()).or_default();
+            *e = (*e).max(*v);
+        }
+    }
+}
+
+/// One container's requests and whether it is a restartable init container
+/// (a sidecar, `restartPolicy: Always`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ContainerRequests {
+    /// The container's `resources.requests`.
+    pub requests: Resources,
+    /// True for an init container with `restartPolicy: Always`.
+    pub sidecar: bool,
+}
+
+/// The pod's effective request (kube-scheduler's `PodRequests`): regular
+/// containers and sidecars run together; each classic init container runs
+/// alone next to the sidecars started before it; overhead comes on top.
+pub fn pod_requests(
+    containers: &[Resources],
+    init_containers: &[ContainerRequests],
+    overhead: &Resources,
+) -> Resources {
+    let mut total = Resources::default();
+    for c in containers {
+        total.add(c);
+    }
+    let mut sidecars = Resources::default();
+    let mut init_peak = Resources::default();
+    for c in init_containers {
+        if c.sidecar {
+            sidecars.add(&c.requests);
+            // A sidecar runs alongside everything started after it.
+            let mut peak = sidecars.clone();
+            peak.max_with(&Resources::default());
+            init_peak.max_with(&peak);
+        } else {
+            let mut peak = c.requests.clone();
+            peak.add(&sidecars);
+            init_peak.max_with(&peak);
+        }
+    }
+    total.add(&sidecars);
+    total.max_with(&init_peak);
+    total.add(overhead);
+    total
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantities_parse_like_kubernetes() {
+        assert_eq!(parse_quantity("100m", 1000), Ok(100));
+        assert_eq!(parse_quantity("1", 1000), Ok(1000));
+        assert_eq!(parse_quantity("1.5", 1000), Ok(1500));
+        assert_eq!(parse_quantity("0.1", 1000), Ok(100));
+        assert_eq!(parse_quantity("1Gi", 1), Ok(1 << 30));
+        assert_eq!(parse_quantity("128Mi", 1), Ok(128 << 20));
+        assert_eq!(parse_quantity("1G", 1), Ok(1_000_000_000));
+        assert_eq!(parse_quantity("1e3", 1), Ok(1000));
+        assert_eq!(parse_quantity("1500m", 1), Ok(2), "bytes round up");
+        assert_eq!(
+            parse_quantity("1n", 1000),
+            Ok(1),
+            "rounds up to a millicore"
+        );
+        assert_eq!(parse_quantity("110", 1), Ok(110));
+        for bad in ["", "abc", "1.2.3", "1Qi", "m", "1e", "."] {
+            assert!(parse_quantity(bad, 1).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn resource_lists_name_the_bad_entry() {
+        let r = Resources::from_list([
+            ("cpu", "2"),
+            ("memory", "1Gi"),
+            ("pods", "110"),
+            ("example.com/gpu", "4"),
+        ])
+        .unwrap();
+        assert_eq!(
+            (r.milli_cpu, r.memory, r.pods, r.scalar["example.com/gpu"]),
+            (2000, 1 << 30, 110, 4)
+        );
+        assert_eq!(
+            Resources::from_list([("memory", "lots")]).unwrap_err().0,
+            "memory: invalid quantity \"lots\""
+        );
+    }
+
+    fn cpu(m: i64) -> Resources {
+        Resources {
+            milli_cpu: m,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn pod_requests_follow_init_and_sidecar_rules() {
+        // Regular 100 + 200; classic init 500 → max(300, 500) = 500.
+        let classic = ContainerRequests {
+            requests: cpu(500),
+            sidecar: false,
+        };
+        assert_eq!(
+            pod_requests(
+                &[cpu(100), cpu(200)],
+                std::slice::from_ref(&classic),
+                &Resources::default()
+            )
+            .milli_cpu,
+            500
+        );
+        // A sidecar of 50 before the classic init: init peak 550; total 300 + 50 = 350 → 550.
+        let sidecar = ContainerRequests {
+            requests: cpu(50),
+            sidecar: true,
+        };
+        assert_eq!(
+            pod_requests(
+                &[cpu(100), cpu(200)],
+                &[sidecar.clone(), classic],
+                &Resources::default()
+            )
+            .milli_cpu,
+            550
+        );
+        // Sidecar only: 300 + 50 = 350, plus overhead 10.
+        assert_eq!(
+            pod_requests(&[cpu(100), cpu(200)], &[sidecar], &cpu(10)).milli_cpu,
+            360
+        );
+    }
+
+    #[test]
+    fn add_and_sub_are_inverse() {
+        let mut a = Resources::from_list([("cpu", "1"), ("x/y", "2")]).unwrap();
+        let b = Resources::from_list([("cpu", "500m"), ("x/y", "2")]).unwrap();
+        a.add(&b);
+        a.sub(&b);
+        assert_eq!(
+            a,
+            Resources::from_list([("cpu", "1"), ("x/y", "2")]).unwrap()
+        );
+    }
+}
