@@ -22,6 +22,14 @@ pub trait Plugin: Send + Sync {
     /// The name used in the policy, in statuses and in metrics.
     fn name(&self) -> &'static str;
 
+    /// This plugin as a QueueSort plugin, if it is one.
+    fn as_queue_sort(&self) -> Option<&dyn QueueSortPlugin> {
+        None
+    }
+    /// This plugin as a PreEnqueue plugin, if it is one.
+    fn as_pre_enqueue(&self) -> Option<&dyn PreEnqueuePlugin> {
+        None
+    }
     /// This plugin as a PreFilter plugin, if it is one.
     fn as_pre_filter(&self) -> Option<&dyn PreFilterPlugin> {
         None
@@ -38,6 +46,30 @@ pub trait Plugin: Send + Sync {
     fn as_score(&self) -> Option<&dyn ScorePlugin> {
         None
     }
+}
+
+/// A pod waiting in the scheduling queue.
+#[derive(Debug, Clone)]
+pub struct QueuedPodInfo {
+    /// The pod.
+    pub pod: Arc<PodInfo>,
+    /// When it (last) entered the queue; ties in priority go to the earlier.
+    pub timestamp: std::time::Instant,
+    /// Scheduling attempts so far.
+    pub attempts: u32,
+}
+
+/// Orders the active queue (standalone mode). Exactly one per profile.
+pub trait QueueSortPlugin: Plugin {
+    /// True when `a` should be scheduled before `b`.
+    fn less(&self, a: &QueuedPodInfo, b: &QueuedPodInfo) -> bool;
+}
+
+/// Decides whether a pod may enter the active queue at all (standalone
+/// mode). Anything but `Success` keeps it out until the pod changes.
+pub trait PreEnqueuePlugin: Plugin {
+    /// Checks `pod` before it is queued.
+    fn pre_enqueue(&self, pod: &PodInfo) -> Status;
 }
 
 /// Runs once per pod before any Filter. May store data for Filter in the

@@ -17,8 +17,8 @@ mod status;
 pub use cycle_state::CycleState;
 pub use explain::{Explanation, NODE_NOT_FOUND, explain};
 pub use interface::{
-    FilterPlugin, MAX_NODE_SCORE, MIN_NODE_SCORE, NodeScore, Plugin, PreFilterPlugin,
-    PreScorePlugin, ScorePlugin,
+    FilterPlugin, MAX_NODE_SCORE, MIN_NODE_SCORE, NodeScore, Plugin, PreEnqueuePlugin,
+    PreFilterPlugin, PreScorePlugin, QueueSortPlugin, QueuedPodInfo, ScorePlugin,
 };
 pub use node::NodeInfo;
 pub use pod::PodInfo;
