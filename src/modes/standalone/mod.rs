@@ -10,3 +10,5 @@
 pub const UNAVAILABLE: &str = "standalone mode is not yet available in this build: \
     it needs kube-scheduler's safety plugins (NodeResourcesFit, TaintToleration, NodeAffinity, ...) \
     before it may bind pods; run with --mode extender";
+
+pub mod queue;

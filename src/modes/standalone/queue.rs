@@ -1,0 +1,547 @@
+//! The scheduling queue of standalone mode, with kube-scheduler's three parts:
+//!
+//! - **active**: pods ready to be tried, ordered by the profile's QueueSort
+//!   plugin (priority, then arrival);
+//! - **backoff**: pods that failed recently, waiting 1 s doubling per attempt
+//!   up to 10 s;
+//! - **unschedulable**: pods no node could take; they move back when a
+//!   relevant cluster event arrives ([`SchedulingQueue::move_all_on_event`])
+//!   and at the latest after 5 minutes ([`SchedulingQueue::flush_unschedulable`]).
+//!
+//! Pods rejected by a PreEnqueue plugin (scheduling gates) are held outside
+//! all three until they change. Deleted or bound pods leave the queue.
+//! Entries are keyed by `namespace/name`; heaps use lazy deletion (a
+//! generation per key), so removal and update are O(log n).
+
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use crate::framework::{PodInfo, QueueSortPlugin, QueuedPodInfo, Status};
+
+/// Backoff and flush timings (kube-scheduler's defaults).
+#[derive(Debug, Clone, Copy)]
+pub struct QueueTimings {
+    /// First backoff.
+    pub initial_backoff: Duration,
+    /// Backoff ceiling.
+    pub max_backoff: Duration,
+    /// Longest stay in the unschedulable pool without a retry.
+    pub max_unschedulable: Duration,
+}
+
+impl Default for QueueTimings {
+    fn default() -> Self {
+        QueueTimings {
+            initial_backoff: Duration::from_secs(1),
+            max_backoff: Duration::from_secs(10),
+            max_unschedulable: Duration::from_secs(300),
+        }
+    }
+}
+
+/// How many pods wait where (for metrics and tests).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QueueLengths {
+    /// Ready to be tried.
+    pub active: usize,
+    /// Waiting out a backoff.
+    pub backoff: usize,
+    /// Waiting for a cluster event.
+    pub unschedulable: usize,
+    /// Held by a PreEnqueue plugin (scheduling gates).
+    pub gated: usize,
+}
+
+/// Decides whether a pod may be queued (the profile's PreEnqueue plugins).
+pub type PreEnqueue = Arc<dyn Fn(&PodInfo) -> Status + Send + Sync>;
+
+/// Where a queued pod is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Place {
+    Active,
+    Backoff,
+    Unschedulable,
+    Gated,
+}
+
+struct Entry {
+    info: QueuedPodInfo,
+    place: Place,
+    generation: u64,
+    /// When the current backoff ends.
+    backoff_until: Instant,
+    /// When the pod entered the unschedulable pool.
+    unschedulable_since: Instant,
+}
+
+struct ActiveItem {
+    info: QueuedPodInfo,
+    key: String,
+    generation: u64,
+    sort: Arc<dyn QueueSortPlugin>,
+}
+
+impl PartialEq for ActiveItem {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+impl Eq for ActiveItem {}
+impl PartialOrd for ActiveItem {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for ActiveItem {
+    /// BinaryHeap pops the greatest: "greater" = should go first.
+    fn cmp(&self, other: &Self) -> Ordering {
+        if self.sort.less(&self.info, &other.info) {
+            Ordering::Greater
+        } else if self.sort.less(&other.info, &self.info) {
+            Ordering::Less
+        } else {
+            Ordering::Equal
+        }
+    }
+}
+
+#[derive(PartialEq, Eq, PartialOrd, Ord)]
+struct BackoffItem {
+    until: std::cmp::Reverse<Instant>,
+    key: String,
+    generation: u64,
+}
+
+struct Inner {
+    entries: HashMap<String, Entry>,
+    active: BinaryHeap<ActiveItem>,
+    backoff: BinaryHeap<BackoffItem>,
+    next_generation: u64,
+}
+
+/// The queue; shared between the informer handlers and the scheduling loop.
+pub struct SchedulingQueue {
+    inner: Mutex<Inner>,
+    ready: Notify,
+    sort: Arc<dyn QueueSortPlugin>,
+    pre_enqueue: PreEnqueue,
+    timings: QueueTimings,
+}
+
+fn key_of(pod: &PodInfo) -> String {
+    pod.key()
+}
+
+impl SchedulingQueue {
+    /// An empty queue ordered by `sort`, admitting pods through `pre_enqueue`.
+    pub fn new(
+        sort: Arc<dyn QueueSortPlugin>,
+        pre_enqueue: PreEnqueue,
+        timings: QueueTimings,
+    ) -> Self {
+        SchedulingQueue {
+            inner: Mutex::new(Inner {
+                entries: HashMap::new(),
+                active: BinaryHeap::new(),
+                backoff: BinaryHeap::new(),
+                next_generation: 0,
+            }),
+            ready: Notify::new(),
+            sort,
+            pre_enqueue,
+            timings,
+        }
+    }
+
+    /// The backoff after `attempts` failed attempts: 1 s, 2 s, 4 s, ... ≤ 10 s.
+    pub fn backoff_for(&self, attempts: u32) -> Duration {
+        let exp = attempts.saturating_sub(1).min(16);
+        self.timings
+            .initial_backoff
+            .saturating_mul(1 << exp)
+            .min(self.timings.max_backoff)
+    }
+
+    /// A new or updated unscheduled pod. A pod waiting in backoff or as
+    /// unschedulable is retried at once when it changes, as kube-scheduler does.
+    pub fn add_or_update(&self, pod: PodInfo) {
+        let key = key_of(&pod);
+        let pod = Arc::new(pod);
+        let admitted = (self.pre_enqueue)(&pod).is_success();
+        let mut inner = self.inner.lock();
+        let now = Instant::now();
+        let previous = inner.entries.get(&key).map(|e| (e.info.clone(), e.place));
+        let was_active = previous.as_ref().map(|(_, p)| *p) == Some(Place::Active);
+        let info = match previous {
+            Some((old, _)) => QueuedPodInfo { pod, ..old },
+            None => QueuedPodInfo {
+                pod,
+                timestamp: now.into_std(),
+                attempts: 0,
+            },
+        };
+        let place = if admitted {
+            Place::Active
+        } else {
+            Place::Gated
+        };
+        if was_active && admitted {
+            // Already queued: only refresh the pod object.
+            if let Some(e) = inner.entries.get_mut(&key) {
+                e.info.pod = info.pod;
+            }
+            return;
+        }
+        self.place(&mut inner, key, info, place, now);
+    }
+
+    /// Removes a pod (deleted, or bound by someone else).
+    pub fn delete(&self, namespace: &str, name: &str) {
+        self.inner
+            .lock()
+            .entries
+            .remove(&format!("{namespace}/{name}"));
+    }
+
+    /// Returns a failed pod to the queue: to the unschedulable pool when no
+    /// node fits (until a cluster event), else to backoff.
+    pub fn requeue(&self, mut info: QueuedPodInfo, unschedulable: bool) {
+        info.attempts += 1;
+        let key = key_of(&info.pod);
+        let mut inner = self.inner.lock();
+        let place = if unschedulable {
+            Place::Unschedulable
+        } else {
+            Place::Backoff
+        };
+        self.place(&mut inner, key, info, place, Instant::now());
+    }
+
+    /// A cluster event that may make unschedulable pods fit (node added or
+    /// changed, pod deleted, policy reloaded): every unschedulable pod goes
+    /// back to backoff, or to active if its backoff is already over.
+    pub fn move_all_on_event(&self) {
+        self.move_unschedulable(|_| true);
+    }
+
+    /// Retries pods that have been unschedulable for longer than the limit.
+    pub fn flush_unschedulable(&self) {
+        let limit = self.timings.max_unschedulable;
+        let now = Instant::now();
+        self.move_unschedulable(|e| now.duration_since(e.unschedulable_since) >= limit);
+    }
+
+    fn move_unschedulable(&self, pick: impl Fn(&Entry) -> bool) {
+        let mut inner = self.inner.lock();
+        let now = Instant::now();
+        let keys: Vec<String> = inner
+            .entries
+            .iter()
+            .filter(|(_, e)| e.place == Place::Unschedulable && pick(e))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in keys {
+            if let Some(e) = inner.entries.remove(&key) {
+                let place = if e.backoff_until <= now {
+                    Place::Active
+                } else {
+                    Place::Backoff
+                };
+                let until = e.backoff_until;
+                self.place(&mut inner, key.clone(), e.info, place, now);
+                if let Some(e) = inner.entries.get_mut(&key) {
+                    e.backoff_until = until;
+                }
+                if place == Place::Backoff {
+                    let generation = inner.entries[&key].generation;
+                    inner.backoff.push(BackoffItem {
+                        until: std::cmp::Reverse(until),
+                        key,
+                        generation,
+                    });
+                }
+            }
+        }
+    }
+
+    fn place(
+        &self,
+        inner: &mut Inner,
+        key: String,
+        info: QueuedPodInfo,
+        place: Place,
+        now: Instant,
+    ) {
+        inner.next_generation += 1;
+        let generation = inner.next_generation;
+        let backoff_until = now + self.backoff_for(info.attempts);
+        match place {
+            Place::Active => {
+                inner.active.push(ActiveItem {
+                    info: info.clone(),
+                    key: key.clone(),
+                    generation,
+                    sort: self.sort.clone(),
+                });
+                self.ready.notify_one();
+            }
+            Place::Backoff => inner.backoff.push(BackoffItem {
+                until: std::cmp::Reverse(backoff_until),
+                key: key.clone(),
+                generation,
+            }),
+            Place::Unschedulable | Place::Gated => {}
+        }
+        inner.entries.insert(
+            key,
+            Entry {
+                info,
+                place,
+                generation,
+                backoff_until,
+                unschedulable_since: now,
+            },
+        );
+    }
+
+    /// Moves pods whose backoff ended to active; returns the next backoff end.
+    fn promote_backoff(&self, inner: &mut Inner, now: Instant) -> Option<Instant> {
+        while let Some(top) = inner.backoff.peek() {
+            let current = inner
+                .entries
+                .get(&top.key)
+                .is_some_and(|e| e.generation == top.generation && e.place == Place::Backoff);
+            if !current {
+                inner.backoff.pop();
+                continue;
+            }
+            if top.until.0 > now {
+                return Some(top.until.0);
+            }
+            let Some(item) = inner.backoff.pop() else {
+                break;
+            };
+            if let Some(e) = inner.entries.remove(&item.key) {
+                self.place(inner, item.key, e.info, Place::Active, now);
+            }
+        }
+        None
+    }
+
+    /// The next pod to schedule without waiting, if any is ready. The pod
+    /// leaves the queue; [`SchedulingQueue::requeue`] brings it back on failure.
+    pub fn try_pop(&self) -> Option<QueuedPodInfo> {
+        let mut inner = self.inner.lock();
+        self.promote_backoff(&mut inner, Instant::now());
+        while let Some(item) = inner.active.pop() {
+            let current = inner
+                .entries
+                .get(&item.key)
+                .is_some_and(|e| e.generation == item.generation && e.place == Place::Active);
+            if current {
+                inner.entries.remove(&item.key);
+                return Some(item.info);
+            }
+        }
+        None
+    }
+
+    /// Waits for the next pod to schedule.
+    pub async fn pop(&self) -> QueuedPodInfo {
+        loop {
+            let notified = self.ready.notified();
+            if let Some(info) = self.try_pop() {
+                return info;
+            }
+            let next_backoff = {
+                let mut inner = self.inner.lock();
+                self.promote_backoff(&mut inner, Instant::now())
+            };
+            match next_backoff {
+                Some(at) => {
+                    tokio::select! {
+                        () = notified => {}
+                        () = tokio::time::sleep_until(at) => {}
+                    }
+                }
+                None => notified.await,
+            }
+        }
+    }
+
+    /// How many pods wait where.
+    pub fn lengths(&self) -> QueueLengths {
+        let inner = self.inner.lock();
+        let mut l = QueueLengths::default();
+        for e in inner.entries.values() {
+            match e.place {
+                Place::Active => l.active += 1,
+                Place::Backoff => l.backoff += 1,
+                Place::Unschedulable => l.unschedulable += 1,
+                Place::Gated => l.gated += 1,
+            }
+        }
+        l
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::framework::Plugin;
+
+    /// Priority first, then earlier timestamp (PrioritySort's order).
+    struct ByPriority;
+    impl Plugin for ByPriority {
+        fn name(&self) -> &'static str {
+            "ByPriority"
+        }
+    }
+    impl QueueSortPlugin for ByPriority {
+        fn less(&self, a: &QueuedPodInfo, b: &QueuedPodInfo) -> bool {
+            (a.pod.priority, std::cmp::Reverse(a.timestamp))
+                > (b.pod.priority, std::cmp::Reverse(b.timestamp))
+        }
+    }
+
+    fn queue() -> SchedulingQueue {
+        let gate: PreEnqueue = Arc::new(|p: &PodInfo| {
+            if p.labels.contains_key("gated") {
+                Status::unresolvable("waiting for scheduling gates")
+            } else {
+                Status::success()
+            }
+        });
+        SchedulingQueue::new(Arc::new(ByPriority), gate, QueueTimings::default())
+    }
+
+    fn pod(name: &str, priority: i32) -> PodInfo {
+        PodInfo {
+            name: name.into(),
+            namespace: "ns".into(),
+            priority,
+            ..Default::default()
+        }
+    }
+
+    fn names(q: &SchedulingQueue) -> Vec<String> {
+        std::iter::from_fn(|| q.try_pop())
+            .map(|i| i.pod.name.clone())
+            .collect()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn active_order_is_priority_then_arrival() {
+        let q = queue();
+        q.add_or_update(pod("low", 0));
+        tokio::time::advance(Duration::from_millis(1)).await;
+        q.add_or_update(pod("high", 10));
+        tokio::time::advance(Duration::from_millis(1)).await;
+        q.add_or_update(pod("low2", 0));
+        q.add_or_update(pod("low", 0)); // an update keeps its place and timestamp
+        assert_eq!(names(&q), ["high", "low", "low2"]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn backoff_doubles_to_ten_seconds() {
+        let q = queue();
+        let secs: Vec<u64> = (1..=6).map(|a| q.backoff_for(a).as_secs()).collect();
+        assert_eq!(secs, [1, 2, 4, 8, 10, 10]);
+        q.add_or_update(pod("p", 0));
+        let info = q.try_pop().unwrap();
+        q.requeue(info, false);
+        assert_eq!(q.lengths().backoff, 1);
+        assert!(q.try_pop().is_none(), "still backing off");
+        tokio::time::advance(Duration::from_millis(1001)).await;
+        let info = q.try_pop().expect("backoff over");
+        assert_eq!(info.attempts, 1);
+        q.requeue(info, false);
+        tokio::time::advance(Duration::from_millis(1500)).await;
+        assert!(q.try_pop().is_none(), "second backoff is 2 s");
+        tokio::time::advance(Duration::from_millis(600)).await;
+        assert_eq!(q.try_pop().unwrap().attempts, 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn unschedulable_pods_wait_for_an_event_or_five_minutes() {
+        let q = queue();
+        q.add_or_update(pod("a", 0));
+        q.add_or_update(pod("b", 0));
+        let a = q.try_pop().unwrap();
+        let b = q.try_pop().unwrap();
+        q.requeue(a, true);
+        q.requeue(b, true);
+        tokio::time::advance(Duration::from_secs(30)).await;
+        assert_eq!(q.lengths().unschedulable, 2);
+        assert!(q.try_pop().is_none(), "no event yet");
+        q.move_all_on_event();
+        assert_eq!(
+            names(&q).len(),
+            2,
+            "backoff already over: straight to active"
+        );
+
+        q.add_or_update(pod("c", 0));
+        let c = q.try_pop().unwrap();
+        q.requeue(c, true);
+        q.flush_unschedulable();
+        assert_eq!(q.lengths().unschedulable, 1, "not five minutes yet");
+        tokio::time::advance(Duration::from_secs(301)).await;
+        q.flush_unschedulable();
+        assert_eq!(names(&q), ["c"]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn event_during_backoff_waits_for_the_backoff() {
+        let q = queue();
+        q.add_or_update(pod("a", 0));
+        let a = q.try_pop().unwrap();
+        q.requeue(a, true);
+        q.move_all_on_event();
+        assert_eq!(q.lengths().backoff, 1);
+        assert!(q.try_pop().is_none());
+        tokio::time::advance(Duration::from_millis(1001)).await;
+        assert_eq!(names(&q), ["a"]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn gated_pods_wait_outside_until_ungated_and_deletes_leave() {
+        let q = queue();
+        let mut gated = pod("g", 0);
+        gated.labels.insert("gated".into(), "yes".into());
+        q.add_or_update(gated.clone());
+        assert_eq!(q.lengths().gated, 1);
+        assert!(q.try_pop().is_none());
+        gated.labels.clear();
+        q.add_or_update(gated);
+        assert_eq!(names(&q), ["g"]);
+
+        q.add_or_update(pod("d", 0));
+        q.delete("ns", "d");
+        assert!(q.try_pop().is_none());
+        assert_eq!(q.lengths(), QueueLengths::default());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn pop_waits_for_backoff_and_new_pods() {
+        let q = Arc::new(queue());
+        q.add_or_update(pod("a", 0));
+        let a = q.pop().await;
+        q.requeue(a, false);
+        let started = Instant::now();
+        let again = q.pop().await;
+        assert_eq!(again.pod.name, "a");
+        assert!(started.elapsed() >= Duration::from_secs(1));
+        let q2 = q.clone();
+        let waiter = tokio::spawn(async move { q2.pop().await.pod.name.clone() });
+        tokio::task::yield_now().await;
+        q.add_or_update(pod("late", 0));
+        assert_eq!(waiter.await.unwrap(), "late");
+    }
+}
