@@ -1,0 +1,202 @@
+//! Fixtures shared by the filter and score tests, and the args and term tests.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::*;
+use crate::cache::ClusterState;
+use crate::framework::{Code, CycleState, NodeScore, Status};
+
+/// A cluster under construction, with its nodes in insertion order.
+#[derive(Default)]
+pub(crate) struct Fixture {
+    pub(crate) cluster: ClusterState,
+    pub(crate) nodes: Vec<Arc<NodeInfo>>,
+}
+
+impl Fixture {
+    /// Adds node `name` with `labels`.
+    pub(crate) fn node(&mut self, name: &str, labels: &[(&str, &str)]) {
+        let n = NodeInfo::new(name, labels.iter().copied());
+        self.cluster.apply_node(n.clone());
+        self.nodes.push(Arc::new(n));
+    }
+
+    /// Adds the existing pod `ns/name` on `node`, with `labels` and `spec` (JSON).
+    pub(crate) fn pod(
+        &mut self,
+        name: &str,
+        ns: &str,
+        node: &str,
+        labels: &[(&str, &str)],
+        spec: serde_json::Value,
+    ) {
+        let mut p = pod(ns, labels, spec);
+        p.name = name.into();
+        p.node_name = Some(node.into());
+        self.cluster.apply_pod(p);
+    }
+
+    /// Runs PreFilter for `pod` with default args.
+    pub(crate) fn pre_filter(&self, pod: &PodInfo) -> (Status, CycleState) {
+        let mut state = CycleState::new();
+        let s =
+            InterPodAffinity::new(&Default::default()).pre_filter(&mut state, pod, &self.cluster);
+        (s, state)
+    }
+
+    /// PreFilter, then Filter on every node: `(code, reason)` per node.
+    pub(crate) fn filter(&self, pod: &PodInfo) -> Vec<(Code, &'static str)> {
+        let (pre, state) = self.pre_filter(pod);
+        assert_eq!(pre.code(), Code::Success, "{}", pre.message());
+        let plugin = InterPodAffinity::new(&Default::default());
+        self.nodes
+            .iter()
+            .map(|n| {
+                let s = plugin.filter(&state, pod, n, &self.cluster);
+                let reason = match s.message().as_str() {
+                    "" => "",
+                    ERR_REASON_AFFINITY_RULES_NOT_MATCH => ERR_REASON_AFFINITY_RULES_NOT_MATCH,
+                    ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH => {
+                        ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH
+                    }
+                    ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH => {
+                        ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH
+                    }
+                    other => panic!("unexpected reason {other:?}"),
+                };
+                (s.code(), reason)
+            })
+            .collect()
+    }
+
+    /// PreScore, Score and NormalizeScore over every node with `args`:
+    /// `(raw, score)` per node (empty when PreScore did not succeed).
+    pub(crate) fn score(
+        &self,
+        pod: &PodInfo,
+        args: &InterPodAffinityArgs,
+    ) -> (Status, Vec<(Option<i64>, i64)>) {
+        let plugin = InterPodAffinity::new(args);
+        let mut state = CycleState::new();
+        let s = plugin.pre_score(&mut state, pod, &self.nodes, &self.cluster);
+        if s.code() != Code::Success {
+            return (s, Vec::new());
+        }
+        let mut scores: Vec<NodeScore> = self
+            .nodes
+            .iter()
+            .map(|n| plugin.score(&state, pod, n, &self.cluster).unwrap())
+            .collect();
+        assert!(plugin.normalize(&state, pod, &mut scores).is_success());
+        (s, scores.into_iter().map(|s| (s.raw, s.score)).collect())
+    }
+}
+
+/// The incoming pod `ns/incoming` with `labels` and `spec` (JSON).
+pub(crate) fn pod(ns: &str, labels: &[(&str, &str)], spec: serde_json::Value) -> PodInfo {
+    let labels: BTreeMap<&str, &str> = labels.iter().copied().collect();
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "incoming", "namespace": ns, "labels": labels},
+        "spec": spec
+    }))
+    .unwrap()
+}
+
+/// A `PodAffinityTerm` (JSON) on `key` selecting `matchLabels`.
+pub(crate) fn term(key: &str, match_labels: serde_json::Value) -> serde_json::Value {
+    serde_json::json!({"topologyKey": key, "labelSelector": {"matchLabels": match_labels}})
+}
+
+#[test]
+fn args_defaults_and_range() {
+    let a: InterPodAffinityArgs = serde_yaml_ng::from_str("{}").unwrap();
+    assert_eq!(a, InterPodAffinityArgs::default());
+    assert_eq!(
+        serde_json::to_value(&a).unwrap(),
+        serde_json::json!({"hardPodAffinityWeight": 1, "ignorePreferredTermsOfExistingPods": false})
+    );
+    let a: InterPodAffinityArgs = serde_yaml_ng::from_str(
+        "hardPodAffinityWeight: 0\nignorePreferredTermsOfExistingPods: true",
+    )
+    .unwrap();
+    assert_eq!(
+        (
+            a.hard_pod_affinity_weight,
+            a.ignore_preferred_terms_of_existing_pods
+        ),
+        (0, true)
+    );
+    let e =
+        serde_yaml_ng::from_str::<InterPodAffinityArgs>("hardPodAffinityWeight: 101").unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("hardPodAffinityWeight: Invalid value: 101: not in valid range [0-100]"),
+        "{e}"
+    );
+    assert!(serde_yaml_ng::from_str::<InterPodAffinityArgs>("hardPodAffinityWeight: -1").is_err());
+    assert!(serde_yaml_ng::from_str::<InterPodAffinityArgs>("hardPodAfinityWeight: 1").is_err());
+}
+
+#[test]
+fn term_namespace_rules() {
+    let t = |json: serde_json::Value| -> PodAffinityTerm { serde_json::from_value(json).unwrap() };
+    let target = pod("b", &[("app", "x")], serde_json::json!({}));
+    let base =
+        serde_json::json!({"topologyKey": "k", "labelSelector": {"matchLabels": {"app": "x"}}});
+    let with = |extra: serde_json::Value| {
+        let mut v = base.clone();
+        if let (Some(v), Some(e)) = (v.as_object_mut(), extra.as_object()) {
+            v.extend(e.clone());
+        }
+        t(v)
+    };
+    assert_eq!(
+        term_matches(&with(serde_json::json!({})), "b", &target),
+        TermMatch::Yes
+    );
+    assert_eq!(
+        term_matches(&with(serde_json::json!({})), "a", &target),
+        TermMatch::No,
+        "owner's namespace"
+    );
+    assert_eq!(
+        term_matches(
+            &with(serde_json::json!({"namespaces": ["a", "b"]})),
+            "a",
+            &target
+        ),
+        TermMatch::Yes
+    );
+    assert_eq!(
+        term_matches(
+            &with(serde_json::json!({"namespaceSelector": {}})),
+            "a",
+            &target
+        ),
+        TermMatch::Yes
+    );
+    let sel = serde_json::json!({"namespaceSelector": {"matchLabels": {"t": "1"}}});
+    assert_eq!(
+        term_matches(&with(sel.clone()), "b", &target),
+        TermMatch::Unknown,
+        "owner's namespace is not implied"
+    );
+    let mut listed = sel;
+    listed["namespaces"] = serde_json::json!(["b"]);
+    assert_eq!(term_matches(&with(listed), "a", &target), TermMatch::Yes);
+    let other = pod("b", &[("app", "y")], serde_json::json!({}));
+    assert_eq!(
+        term_matches(
+            &with(serde_json::json!({"namespaceSelector": {"matchLabels": {"t": "1"}}})),
+            "a",
+            &other
+        ),
+        TermMatch::No
+    );
+    assert_eq!(
+        term_matches(&t(serde_json::json!({"topologyKey": "k"})), "b", &target),
+        TermMatch::No,
+        "no selector"
+    );
+}

@@ -1,0 +1,96 @@
+//! NodeName: a pod whose `spec.nodeName` is set only fits that node
+//! (SPEC §5.2).
+//!
+//! Mirrors kube-scheduler v1.37's
+//! `pkg/scheduler/framework/plugins/nodename/node_name.go` (`Fits`). Its
+//! PreFilter only narrows the node list to `spec.nodeName`, which placer's
+//! runner has no way to express, so here every node goes through Filter.
+//! kube-scheduler reports the nodes it never evaluated as
+//! "node(s) didn't satisfy plugin(s) [NodeName]"; placer reports this
+//! plugin's Filter reason for each of them.
+
+use serde::{Deserialize, Serialize};
+
+use crate::cache::ClusterState;
+use crate::framework::{CycleState, FilterPlugin, NodeInfo, Plugin, PodInfo, Status};
+
+/// Plugin name in the policy.
+pub const NAME: &str = "NodeName";
+
+/// Filter reason (kube-scheduler `ErrReason`).
+pub const ERR_REASON: &str = "node(s) didn't match the requested node name";
+
+/// NodeName takes no arguments (as in kube-scheduler).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeNameArgs {}
+
+/// The plugin.
+#[derive(Debug, Default)]
+pub struct NodeName;
+
+impl NodeName {
+    /// Builds the plugin.
+    pub fn new(_: &NodeNameArgs) -> Self {
+        NodeName
+    }
+}
+
+impl Plugin for NodeName {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+    fn as_filter(&self) -> Option<&dyn FilterPlugin> {
+        Some(self)
+    }
+}
+
+impl FilterPlugin for NodeName {
+    fn filter(&self, _: &CycleState, pod: &PodInfo, node: &NodeInfo, _: &ClusterState) -> Status {
+        match pod.node_name.as_deref() {
+            Some(wanted) if !wanted.is_empty() && wanted != node.name => {
+                Status::unresolvable(ERR_REASON)
+            }
+            _ => Status::success(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::framework::Code;
+
+    fn filter(node_name: Option<&str>, node: &str) -> Status {
+        let pod = PodInfo {
+            node_name: node_name.map(str::to_string),
+            ..Default::default()
+        };
+        let node = NodeInfo::new(node, Vec::<(String, String)>::new());
+        NodeName.filter(&CycleState::new(), &pod, &node, &ClusterState::default())
+    }
+
+    #[test]
+    fn only_the_named_node_fits() {
+        assert!(filter(Some("a"), "a").is_success());
+        let s = filter(Some("a"), "b");
+        assert_eq!(s.code(), Code::UnschedulableAndUnresolvable);
+        assert_eq!(s.message(), "node(s) didn't match the requested node name");
+        assert!(
+            filter(Some("a"), "A").is_rejection(),
+            "names are case-sensitive"
+        );
+    }
+
+    #[test]
+    fn no_node_name_fits_everywhere() {
+        assert!(filter(None, "a").is_success());
+        assert!(filter(Some(""), "a").is_success());
+    }
+
+    #[test]
+    fn args_are_strict_and_empty() {
+        assert!(serde_yaml_ng::from_str::<NodeNameArgs>("{}").is_ok());
+        assert!(serde_yaml_ng::from_str::<NodeNameArgs>("{nodeName: a}").is_err());
+    }
+}

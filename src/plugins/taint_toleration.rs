@@ -1,0 +1,450 @@
+//! TaintToleration: a pod may only land on a node whose `NoSchedule` and
+//! `NoExecute` taints it tolerates, and prefers nodes with fewer untolerated
+//! `PreferNoSchedule` taints (SPEC §5.2).
+//!
+//! Mirrors kube-scheduler v1.37's
+//! `pkg/scheduler/framework/plugins/tainttoleration/taint_toleration.go`, with
+//! toleration matching from `k8s.io/api/core/v1/toleration.go`
+//! (`Toleration.ToleratesTaint`) and score normalization from
+//! `plugins/helper/normalize_score.go` (`DefaultNormalizeScore`). The toleration
+//! helpers here are shared with NodeUnschedulable.
+//!
+//! Not replicated: the PreFilter `Skip` for pods whose in-place resize is
+//! deferred (`InPlacePodVerticalScalingSchedulerPreemption`), which needs pod
+//! status placer does not keep.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Taint, Toleration};
+use serde::{Deserialize, Serialize};
+
+use crate::cache::ClusterState;
+use crate::framework::{
+    CycleState, FilterPlugin, MAX_NODE_SCORE, NodeInfo, NodeScore, Plugin, PodInfo, PreScorePlugin,
+    ScorePlugin, Status,
+};
+
+/// Plugin name in the policy.
+pub const NAME: &str = "TaintToleration";
+
+/// Filter reason (kube-scheduler v1.37 `Filter`: since v1.35 the message no
+/// longer names the taint; it is only logged).
+pub const ERR_REASON_UNTOLERATED: &str = "node(s) had untolerated taint(s)";
+
+/// The `TaintTolerationComparisonOperators` feature gate: `Lt`/`Gt`
+/// tolerations. Alpha since v1.35 and off by default in v1.37, so such a
+/// toleration matches no taint, as in a default kube-scheduler.
+pub const COMPARISON_OPERATORS_ENABLED: bool = false;
+
+/// TaintToleration takes no arguments (as in kube-scheduler).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct TaintTolerationArgs {}
+
+/// The plugin.
+#[derive(Debug, Default)]
+pub struct TaintToleration;
+
+impl TaintToleration {
+    /// Builds the plugin.
+    pub fn new(_: &TaintTolerationArgs) -> Self {
+        TaintToleration
+    }
+}
+
+/// True when `t` tolerates the taint `key=value:effect`
+/// (`Toleration.ToleratesTaint`, with the comparison-operator gate as given).
+///
+/// An empty effect matches every effect, an empty key every key; operator
+/// `Exists` matches every value, `Equal` (or none) the exact value; `Lt`/`Gt`
+/// compare decimal integers when `comparison_operators` is on; any other
+/// operator matches nothing.
+pub fn toleration_tolerates(
+    t: &Toleration,
+    key: &str,
+    value: &str,
+    effect: &str,
+    comparison_operators: bool,
+) -> bool {
+    let t_effect = t.effect.as_deref().unwrap_or("");
+    if !t_effect.is_empty() && t_effect != effect {
+        return false;
+    }
+    let t_key = t.key.as_deref().unwrap_or("");
+    if !t_key.is_empty() && t_key != key {
+        return false;
+    }
+    let t_value = t.value.as_deref().unwrap_or("");
+    match t.operator.as_deref().unwrap_or("") {
+        "" | "Equal" => t_value == value,
+        "Exists" => true,
+        op @ ("Lt" | "Gt") => comparison_operators && compare_numeric(t_value, value, op == "Lt"),
+        _ => false,
+    }
+}
+
+/// True when any of `tolerations` tolerates the taint `key=value:effect`
+/// (`TolerationsTolerateTaint`), with the default feature gates.
+pub fn tolerations_tolerate(
+    tolerations: &[Toleration],
+    key: &str,
+    value: &str,
+    effect: &str,
+) -> bool {
+    tolerations
+        .iter()
+        .any(|t| toleration_tolerates(t, key, value, effect, COMPARISON_OPERATORS_ENABLED))
+}
+
+/// True when any of `tolerations` tolerates `taint`.
+pub fn tolerates_taint(tolerations: &[Toleration], taint: &Taint) -> bool {
+    tolerations_tolerate(
+        tolerations,
+        &taint.key,
+        taint.value.as_deref().unwrap_or(""),
+        &taint.effect,
+    )
+}
+
+/// `compareNumericValues`: both values must be strict decimal integers
+/// (`content.IsDecimalInteger`: no sign but `-`, no leading zeros) fitting
+/// an i64; `Lt` holds when the taint's value is below the toleration's.
+fn compare_numeric(toleration: &str, taint: &str, less: bool) -> bool {
+    let (Some(t), Some(n)) = (decimal_integer(toleration), decimal_integer(taint)) else {
+        return false;
+    };
+    if less { n < t } else { n > t }
+}
+
+fn decimal_integer(s: &str) -> Option<i64> {
+    let digits = s.strip_prefix('-').unwrap_or(s);
+    let b = digits.as_bytes();
+    let valid = match b {
+        [] => false,
+        [b'0'] => digits.len() == s.len(),
+        [first, rest @ ..] => (b'1'..=b'9').contains(first) && rest.iter().all(u8::is_ascii_digit),
+    };
+    if valid { s.parse().ok() } else { None }
+}
+
+/// kube-scheduler's `helper.DefaultNormalizeScore(MaxNodeScore, reverse, scores)`:
+/// maps `0..=max` onto `0..=100` (integer division), reversed if asked; when
+/// every score is 0 they stay 0, or all become 100 when reversed.
+pub fn default_normalize_score(scores: &mut [NodeScore], reverse: bool) {
+    let max = scores.iter().map(|s| s.score).fold(0, i64::max);
+    if max == 0 {
+        if reverse {
+            scores.iter_mut().for_each(|s| s.score = MAX_NODE_SCORE);
+        }
+        return;
+    }
+    for s in scores {
+        let v = MAX_NODE_SCORE * s.score / max;
+        s.score = if reverse { MAX_NODE_SCORE - v } else { v };
+    }
+}
+
+/// The pod's tolerations that can tolerate a `PreferNoSchedule` taint
+/// (effect `PreferNoSchedule` or empty), written in PreScore.
+struct PreferNoScheduleTolerations(Vec<Toleration>);
+
+impl Plugin for TaintToleration {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+    fn as_filter(&self) -> Option<&dyn FilterPlugin> {
+        Some(self)
+    }
+    fn as_pre_score(&self) -> Option<&dyn PreScorePlugin> {
+        Some(self)
+    }
+    fn as_score(&self) -> Option<&dyn ScorePlugin> {
+        Some(self)
+    }
+}
+
+impl FilterPlugin for TaintToleration {
+    fn filter(&self, _: &CycleState, pod: &PodInfo, node: &NodeInfo, _: &ClusterState) -> Status {
+        let untolerated = node.taints.iter().any(|taint| {
+            matches!(taint.effect.as_str(), "NoSchedule" | "NoExecute")
+                && !tolerates_taint(&pod.spec.tolerations, taint)
+        });
+        if untolerated {
+            Status::unresolvable(ERR_REASON_UNTOLERATED)
+        } else {
+            Status::success()
+        }
+    }
+}
+
+impl PreScorePlugin for TaintToleration {
+    fn pre_score(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        _: &[Arc<NodeInfo>],
+        _: &ClusterState,
+    ) -> Status {
+        let tolerations = pod
+            .spec
+            .tolerations
+            .iter()
+            .filter(|t| matches!(t.effect.as_deref(), None | Some("" | "PreferNoSchedule")))
+            .cloned()
+            .collect();
+        state.write(PreferNoScheduleTolerations(tolerations));
+        Status::success()
+    }
+}
+
+impl ScorePlugin for TaintToleration {
+    /// The number of `PreferNoSchedule` taints the pod does not tolerate.
+    fn score(
+        &self,
+        state: &CycleState,
+        _: &PodInfo,
+        node: &NodeInfo,
+        _: &ClusterState,
+    ) -> Result<NodeScore, Status> {
+        let Some(PreferNoScheduleTolerations(tolerations)) = state.read() else {
+            return Err(Status::error("TaintToleration: PreScore state missing"));
+        };
+        let count = node
+            .taints
+            .iter()
+            .filter(|t| t.effect == "PreferNoSchedule" && !tolerates_taint(tolerations, t))
+            .count();
+        Ok(NodeScore::value(count as i64))
+    }
+
+    /// Fewer untolerated taints score higher.
+    fn normalize(&self, _: &CycleState, _: &PodInfo, scores: &mut [NodeScore]) -> Status {
+        default_normalize_score(scores, true);
+        Status::success()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::framework::Code;
+    use serde_json::json;
+
+    fn tol(v: serde_json::Value) -> Toleration {
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn taint(key: &str, value: &str, effect: &str) -> Taint {
+        Taint {
+            key: key.into(),
+            value: (!value.is_empty()).then(|| value.into()),
+            effect: effect.into(),
+            time_added: None,
+        }
+    }
+
+    fn pod(tolerations: serde_json::Value) -> PodInfo {
+        serde_json::from_value(json!({"spec": {"tolerations": tolerations}})).unwrap()
+    }
+
+    fn node(taints: Vec<Taint>) -> NodeInfo {
+        NodeInfo {
+            name: "n".into(),
+            taints,
+            ..Default::default()
+        }
+    }
+
+    fn filter(pod: &PodInfo, node: &NodeInfo) -> Status {
+        TaintToleration.filter(&CycleState::new(), pod, node, &ClusterState::default())
+    }
+
+    fn scores(pod: &PodInfo, nodes: &[NodeInfo]) -> Vec<(i64, i64)> {
+        let p = TaintToleration;
+        let cluster = ClusterState::default();
+        let mut state = CycleState::new();
+        assert!(p.pre_score(&mut state, pod, &[], &cluster).is_success());
+        let mut out: Vec<NodeScore> = nodes
+            .iter()
+            .map(|n| p.score(&state, pod, n, &cluster).unwrap())
+            .collect();
+        assert!(p.normalize(&state, pod, &mut out).is_success());
+        out.iter().map(|s| (s.raw.unwrap(), s.score)).collect()
+    }
+
+    #[test]
+    fn matching_rules_follow_tolerates_taint() {
+        let t = |v| toleration_tolerates(&tol(v), "k", "v", "NoSchedule", false);
+        // Equal (explicit or by default) needs the exact value.
+        assert!(t(
+            json!({"key": "k", "operator": "Equal", "value": "v", "effect": "NoSchedule"})
+        ));
+        assert!(t(json!({"key": "k", "value": "v"})));
+        assert!(!t(json!({"key": "k", "value": "V"})));
+        assert!(
+            !t(json!({"key": "k"})),
+            "empty value only matches an empty taint value"
+        );
+        // Exists matches every value; an empty key with Exists matches every taint.
+        assert!(t(json!({"key": "k", "operator": "Exists"})));
+        assert!(t(json!({"operator": "Exists"})));
+        assert!(!t(json!({"key": "other", "operator": "Exists"})));
+        // An empty effect matches every effect; a set one must be equal.
+        assert!(t(json!({"key": "k", "operator": "Exists", "effect": ""})));
+        assert!(!t(
+            json!({"key": "k", "operator": "Exists", "effect": "NoExecute"})
+        ));
+        assert!(!t(
+            json!({"operator": "Exists", "effect": "PreferNoSchedule"})
+        ));
+        // Keys and values are case-sensitive; unknown operators match nothing.
+        assert!(!t(json!({"key": "K", "operator": "Exists"})));
+        assert!(!t(json!({"key": "k", "operator": "exists"})));
+        // Empty key with Equal (invalid in the API) matches taints whose value equals.
+        assert!(toleration_tolerates(
+            &tol(json!({"value": ""})),
+            "any",
+            "",
+            "NoSchedule",
+            false
+        ));
+        assert!(!t(json!({"value": ""})));
+    }
+
+    #[test]
+    fn comparison_operators_need_the_gate_and_strict_integers() {
+        let t = |op: &str, tv: &str, taint_v: &str, gate: bool| {
+            toleration_tolerates(
+                &tol(json!({"key": "k", "operator": op, "value": tv})),
+                "k",
+                taint_v,
+                "NoSchedule",
+                gate,
+            )
+        };
+        assert!(!t("Gt", "5", "10", false), "gate off by default: no match");
+        assert!(t("Gt", "5", "10", true));
+        let gt5 = tol(json!({"key": "k", "operator": "Gt", "value": "5"}));
+        assert!(
+            !tolerations_tolerate(&[gt5], "k", "10", "NoSchedule"),
+            "the plugins run with the default gates"
+        );
+        assert!(!t("Gt", "5", "5", true));
+        assert!(t("Lt", "5", "4", true));
+        assert!(t("Lt", "0", "-3", true));
+        assert!(!t("Lt", "5", "5", true));
+        for bad in [
+            "",
+            "05",
+            "+5",
+            "-0",
+            "-",
+            "5.0",
+            " 5",
+            "99999999999999999999",
+        ] {
+            assert!(!t("Gt", bad, "10", true), "toleration value {bad:?}");
+            assert!(!t("Lt", "10", bad, true), "taint value {bad:?}");
+        }
+    }
+
+    #[test]
+    fn filter_rejects_untolerated_no_schedule_and_no_execute() {
+        let none = pod(json!([]));
+        for effect in ["NoSchedule", "NoExecute"] {
+            let s = filter(&none, &node(vec![taint("k", "v", effect)]));
+            assert_eq!(s.code(), Code::UnschedulableAndUnresolvable);
+            assert_eq!(s.message(), "node(s) had untolerated taint(s)");
+        }
+        assert!(filter(&none, &node(vec![taint("k", "v", "PreferNoSchedule")])).is_success());
+        assert!(filter(&none, &node(vec![])).is_success());
+    }
+
+    #[test]
+    fn filter_needs_every_taint_tolerated() {
+        let n = node(vec![
+            taint("a", "1", "NoSchedule"),
+            taint("b", "", "NoExecute"),
+            taint("c", "x", "PreferNoSchedule"),
+        ]);
+        let only_a = pod(json!([{"key": "a", "value": "1", "effect": "NoSchedule"}]));
+        assert_eq!(
+            filter(&only_a, &n).message(),
+            "node(s) had untolerated taint(s)"
+        );
+        let both = pod(json!([
+            {"key": "a", "value": "1", "effect": "NoSchedule"},
+            {"key": "b", "operator": "Exists"}
+        ]));
+        assert!(filter(&both, &n).is_success());
+        let everything = pod(json!([{"operator": "Exists"}]));
+        assert!(filter(&everything, &n).is_success());
+        let wrong_effect = pod(
+            json!([{"key": "a", "operator": "Exists", "effect": "NoExecute"},
+                                      {"key": "b", "operator": "Exists"}]),
+        );
+        assert!(filter(&wrong_effect, &n).is_rejection());
+    }
+
+    #[test]
+    fn score_counts_untolerated_prefer_no_schedule_reversed() {
+        let nodes = [
+            node(vec![]),
+            node(vec![taint("a", "", "PreferNoSchedule")]),
+            node(vec![
+                taint("a", "", "PreferNoSchedule"),
+                taint("b", "", "PreferNoSchedule"),
+                taint("c", "", "NoSchedule"),
+            ]),
+        ];
+        assert_eq!(scores(&pod(json!([])), &nodes), [(0, 100), (1, 50), (2, 0)]);
+        // Tolerating `a` (effect PreferNoSchedule or empty) removes it from the count;
+        // a toleration with another effect does not count.
+        let p = pod(
+            json!([{"key": "a", "operator": "Exists", "effect": "PreferNoSchedule"},
+                           {"key": "b", "operator": "Exists", "effect": "NoSchedule"}]),
+        );
+        assert_eq!(scores(&p, &nodes), [(0, 100), (0, 100), (1, 0)]);
+        let p = pod(json!([{"operator": "Exists"}]));
+        assert_eq!(scores(&p, &nodes), [(0, 100), (0, 100), (0, 100)]);
+    }
+
+    #[test]
+    fn normalize_matches_default_normalize_score() {
+        let mut s: Vec<NodeScore> = [0, 1, 3].map(NodeScore::value).to_vec();
+        default_normalize_score(&mut s, false);
+        assert_eq!(s.iter().map(|s| s.score).collect::<Vec<_>>(), [0, 33, 100]);
+        let mut s: Vec<NodeScore> = [0, 1, 3].map(NodeScore::value).to_vec();
+        default_normalize_score(&mut s, true);
+        assert_eq!(s.iter().map(|s| s.score).collect::<Vec<_>>(), [100, 67, 0]);
+        let mut s: Vec<NodeScore> = [0, 0].map(NodeScore::value).to_vec();
+        default_normalize_score(&mut s, false);
+        assert_eq!(s.iter().map(|s| s.score).collect::<Vec<_>>(), [0, 0]);
+        default_normalize_score(&mut s, true);
+        assert_eq!(s.iter().map(|s| s.score).collect::<Vec<_>>(), [100, 100]);
+    }
+
+    #[test]
+    fn score_without_pre_score_is_an_error() {
+        let r = TaintToleration.score(
+            &CycleState::new(),
+            &PodInfo::default(),
+            &node(vec![]),
+            &ClusterState::default(),
+        );
+        assert_eq!(r.unwrap_err().code(), Code::Error);
+    }
+
+    #[test]
+    fn args_are_strict_and_empty() {
+        assert_eq!(
+            serde_yaml_ng::from_str::<TaintTolerationArgs>("{}").unwrap(),
+            TaintTolerationArgs::default()
+        );
+        assert!(serde_yaml_ng::from_str::<TaintTolerationArgs>("{x: 1}").is_err());
+        assert_eq!(
+            serde_json::to_string(&TaintTolerationArgs::default()).unwrap(),
+            "{}"
+        );
+    }
+}
