@@ -13,7 +13,7 @@ mod state;
 pub mod watch;
 pub mod zone_index;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
@@ -26,6 +26,7 @@ pub struct Cache {
     state: RwLock<ClusterState>,
     nodes_synced: AtomicBool,
     pods_synced: AtomicBool,
+    events: AtomicU64,
 }
 
 impl Cache {
@@ -63,6 +64,17 @@ impl Cache {
     /// Records that the initial node list is in.
     pub fn mark_nodes_synced(&self) {
         self.nodes_synced.store(true, Ordering::Release);
+    }
+
+    /// Counts a cluster event that may let waiting pods fit (node added or
+    /// changed, pod deleted, policy reloaded).
+    pub fn note_event(&self) {
+        self.events.fetch_add(1, Ordering::Release);
+    }
+
+    /// How many such events there have been; compare to notice new ones.
+    pub fn events(&self) -> u64 {
+        self.events.load(Ordering::Acquire)
     }
 
     /// Records that the initial pod list is in.

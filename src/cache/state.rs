@@ -18,6 +18,9 @@ use crate::framework::{NodeInfo, PodInfo, Resources};
 pub struct NodeUsage {
     /// Sum of the pods' effective requests.
     pub requested: Resources,
+    /// Sum of the pods' requests with scoring defaults for missing cpu/memory
+    /// (kube-scheduler's `NonZeroRequested`).
+    pub non_zero_requested: Resources,
     /// Number of pods.
     pub pods: i64,
     /// Host ports in use, with how many pods bind each.
@@ -27,6 +30,7 @@ pub struct NodeUsage {
 impl NodeUsage {
     fn add(&mut self, pod: &PodInfo) {
         self.requested.add(&pod.spec.requests);
+        self.non_zero_requested.add(&pod.spec.non_zero_requests);
         self.pods += 1;
         for p in &pod.spec.host_ports {
             *self.host_ports.entry(p.clone()).or_default() += 1;
@@ -35,6 +39,7 @@ impl NodeUsage {
 
     fn remove(&mut self, pod: &PodInfo) {
         self.requested.sub(&pod.spec.requests);
+        self.non_zero_requested.sub(&pod.spec.non_zero_requests);
         self.pods -= 1;
         for p in &pod.spec.host_ports {
             if let Some(n) = self.host_ports.get_mut(p) {

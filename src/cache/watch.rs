@@ -28,6 +28,9 @@ struct Sink<K, R> {
     delete: fn(&mut ClusterState, &K),
     replace: fn(&mut ClusterState, Vec<R>),
     synced: fn(&Cache),
+    /// Whether an Apply of this kind may let waiting pods fit (a node added
+    /// or changed may; an assigned pod appearing does not). Deletes always may.
+    apply_is_event: bool,
 }
 
 /// Watches Nodes forever, applying every event to `cache`.
@@ -43,6 +46,7 @@ pub async fn watch_nodes(client: Client, cache: Arc<Cache>) {
         },
         replace: ClusterState::replace_nodes,
         synced: Cache::mark_nodes_synced,
+        apply_is_event: true,
     };
     feed(Api::all(client), watcher::Config::default(), cache, sink).await;
 }
@@ -62,6 +66,7 @@ pub async fn watch_pods(client: Client, cache: Arc<Cache>) {
         },
         replace: ClusterState::replace_pods,
         synced: Cache::mark_pods_synced,
+        apply_is_event: false,
     };
     let config = watcher::Config::default().fields(ASSIGNED_PODS);
     feed(Api::all(client), config, cache, sink).await;
@@ -86,8 +91,16 @@ where
                 (sink.synced)(&cache);
                 info!(kind = sink.kind, count, "list synced");
             }
-            Ok(watcher::Event::Apply(o)) => (sink.apply)(&mut cache.write(), (sink.convert)(&o)),
-            Ok(watcher::Event::Delete(o)) => (sink.delete)(&mut cache.write(), &o),
+            Ok(watcher::Event::Apply(o)) => {
+                (sink.apply)(&mut cache.write(), (sink.convert)(&o));
+                if sink.apply_is_event {
+                    cache.note_event();
+                }
+            }
+            Ok(watcher::Event::Delete(o)) => {
+                (sink.delete)(&mut cache.write(), &o);
+                cache.note_event();
+            }
             Err(e) => warn!(kind = sink.kind, error = %e, "watch failed; retrying with backoff"),
         }
     }

@@ -70,6 +70,12 @@ pub struct ServeArgs {
     /// Elect a leader through a Lease before scheduling (standalone mode).
     #[arg(long)]
     pub leader_elect: bool,
+    /// Namespace of the leader-election Lease (default: $POD_NAMESPACE, else "default").
+    #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
+    pub leader_elect_namespace: String,
+    /// Name of the leader-election Lease.
+    #[arg(long, default_value = "placer")]
+    pub leader_elect_lease: String,
     /// Serve HTTPS with this certificate chain (PEM); reloaded when it changes.
     #[arg(long, requires = "tls_key_file")]
     pub tls_cert_file: Option<PathBuf>,

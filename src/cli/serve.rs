@@ -11,7 +11,8 @@ use tracing::info;
 use super::ServeArgs;
 use crate::cache::{Cache, ClusterState, snapshot_file, watch};
 use crate::modes::extender::{AppState, Binder, Settings};
-use crate::modes::standalone;
+use crate::modes::standalone::leader;
+use crate::modes::standalone::scheduler::Standalone;
 use crate::ops::tls::TlsFiles;
 use crate::ops::{policy_reload, telemetry, tls};
 use crate::policy::{self, CompiledPolicy};
@@ -23,11 +24,15 @@ const DRAIN: Duration = Duration::from_secs(20);
 pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     telemetry::init(args.log_format);
     let compiled = CompiledPolicy::new(policy::load(&args.policy)?);
-    if args.mode.schedules() {
-        bail!(standalone::UNAVAILABLE);
+    if args.mode.schedules() && args.snapshot.is_some() {
+        bail!(
+            "--mode {:?} binds pods and needs an API server; --snapshot only works in extender mode",
+            args.mode
+        );
     }
     let dims = compiled.count_dimensions();
 
+    let mut api_client = None;
     let (cache, binder) = match &args.snapshot {
         Some(path) => {
             let snapshot = snapshot_file::load(path)?;
@@ -38,6 +43,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         }
         None => {
             let client = client(&args).await?;
+            api_client = Some(client.clone());
             let cache = Arc::new(Cache::new());
             cache.write().set_dimensions(&dims);
             tokio::spawn(watch::watch_nodes(client.clone(), cache.clone()));
@@ -57,7 +63,48 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         tokio::spawn(policy_reload::run(args.policy.clone(), state.clone()));
     }
     let metrics = state.metrics.clone();
+
+    // One stop signal for the listener and the scheduling loop.
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        let _ = stop_tx.send(true);
+    });
+    let scheduling = match (args.mode.schedules(), api_client) {
+        (true, Some(client)) => {
+            let identity = std::env::var("POD_NAME")
+                .unwrap_or_else(|_| format!("placer-{}", std::process::id()));
+            let leadership = if args.leader_elect {
+                Some(
+                    leader::join(
+                        client.clone(),
+                        &args.leader_elect_namespace,
+                        &args.leader_elect_lease,
+                        &identity,
+                    )
+                    .await?,
+                )
+            } else {
+                None
+            };
+            let standalone = Standalone::new(client, state.clone(), &identity);
+            info!(
+                identity,
+                leader_elect = args.leader_elect,
+                "standalone scheduling enabled"
+            );
+            Some(tokio::spawn(standalone.run(leadership, stop_rx.clone())))
+        }
+        _ => None,
+    };
     let app = crate::server::router(state);
+    let stopped = {
+        let mut rx = stop_rx.clone();
+        async move {
+            let _ = rx.wait_for(|stop| *stop).await;
+            info!("shutdown signal received; finishing in-flight requests");
+        }
+    };
 
     match (&args.tls_cert_file, &args.tls_key_file) {
         (Some(cert), Some(key)) => {
@@ -71,7 +118,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             let handle = axum_server::Handle::new();
             let shutdown = handle.clone();
             tokio::spawn(async move {
-                shutdown_signal().await;
+                stopped.await;
                 shutdown.graceful_shutdown(Some(DRAIN));
             });
             info!(listen = %args.listen, mode = ?args.mode, mtls = args.client_ca_file.is_some(), "placer serving HTTPS");
@@ -87,10 +134,13 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 .with_context(|| format!("listening on {}", args.listen))?;
             info!(listen = %args.listen, mode = ?args.mode, "placer serving HTTP");
             axum::serve(listener, app)
-                .with_graceful_shutdown(shutdown_signal())
+                .with_graceful_shutdown(stopped)
                 .await
                 .context("serving HTTP")?;
         }
+    }
+    if let Some(task) = scheduling {
+        let _ = task.await;
     }
     info!("placer stopped");
     Ok(())
@@ -128,5 +178,4 @@ async fn shutdown_signal() {
         () = ctrl_c => {},
         () = term => {},
     }
-    info!("shutdown signal received; finishing in-flight requests");
 }

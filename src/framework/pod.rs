@@ -50,13 +50,17 @@ pub struct PodSpecInfo {
     pub tolerations: Vec<Toleration>,
     /// The effective request (containers, init containers, sidecars, overhead).
     pub requests: Resources,
+    /// The same with each container's missing cpu/memory request counted at
+    /// kube-scheduler's scoring defaults (100m, 200Mi); used only for scoring.
+    pub non_zero_requests: Resources,
     /// Host ports the pod's containers (and init containers) bind.
     pub host_ports: Vec<HostPort>,
     /// `spec.topologySpreadConstraints`.
     pub topology_spread_constraints: Vec<TopologySpreadConstraint>,
     /// Names of `spec.schedulingGates`; a gated pod is not scheduled.
     pub scheduling_gates: Vec<String>,
-    /// `claimName`s of the pod's PersistentVolumeClaim volumes.
+    /// Claims the pod's volumes need: PersistentVolumeClaim `claimName`s and
+    /// the `<pod>-<volume>` claims of generic ephemeral volumes.
     pub pvc_claims: Vec<String>,
 }
 
@@ -98,7 +102,7 @@ fn requests_and_ports(
     containers: &[ContainerView<'_>],
     init: &[ContainerView<'_>],
     overhead: &[(&str, &str)],
-) -> Result<(Resources, Vec<HostPort>), String> {
+) -> Result<Requests, String> {
     let parse = |kind: &str, i: usize, c: &ContainerView<'_>| {
         Resources::from_list(c.requests.iter().copied())
             .map_err(|e| format!("spec.{kind}[{i}].resources.requests.{e}"))
@@ -125,7 +129,30 @@ fn requests_and_ports(
         .chain(containers)
         .flat_map(|c| c.ports.iter().cloned())
         .collect();
-    Ok((pod_requests(&regular, &init_requests, &overhead), ports))
+    let non_zero_regular: Vec<Resources> = regular
+        .iter()
+        .map(Resources::with_non_zero_defaults)
+        .collect();
+    let non_zero_init: Vec<ContainerRequests> = init_requests
+        .iter()
+        .map(|c| ContainerRequests {
+            requests: c.requests.with_non_zero_defaults(),
+            sidecar: c.sidecar,
+        })
+        .collect();
+    Ok(Requests {
+        requests: pod_requests(&regular, &init_requests, &overhead),
+        non_zero: pod_requests(&non_zero_regular, &non_zero_init, &overhead),
+        host_ports: ports,
+    })
+}
+
+/// The request-related parts of a spec, computed once.
+#[derive(Default)]
+struct Requests {
+    requests: Resources,
+    non_zero: Resources,
+    host_ports: Vec<HostPort>,
 }
 
 impl PodInfo {
@@ -158,14 +185,17 @@ impl From<&Pod> for PodInfo {
                 .and_then(|s| s.node_name.clone())
                 .filter(|n| !n.is_empty()),
             phase: pod.status.as_ref().and_then(|s| s.phase.clone()),
-            spec: Arc::new(spec.map(spec_from_api).unwrap_or_default()),
+            spec: Arc::new(
+                spec.map(|s| spec_from_api(meta.name.as_deref().unwrap_or(""), s))
+                    .unwrap_or_default(),
+            ),
         }
     }
 }
 
 /// The spec of a pod the API server accepted (so its quantities are valid;
 /// one that still fails to parse counts as zero rather than failing the watch).
-fn spec_from_api(spec: &k8s_openapi::api::core::v1::PodSpec) -> PodSpecInfo {
+fn spec_from_api(pod_name: &str, spec: &k8s_openapi::api::core::v1::PodSpec) -> PodSpecInfo {
     fn view(c: &k8s_openapi::api::core::v1::Container) -> ContainerView<'_> {
         ContainerView {
             requests: c
@@ -191,14 +221,14 @@ fn spec_from_api(spec: &k8s_openapi::api::core::v1::PodSpec) -> PodSpecInfo {
         .flatten()
         .map(|(k, q)| (k.as_str(), q.0.as_str()))
         .collect();
-    let (requests, host_ports) =
-        requests_and_ports(&containers, &init, &overhead).unwrap_or_default();
+    let r = requests_and_ports(&containers, &init, &overhead).unwrap_or_default();
     PodSpecInfo {
         node_selector: spec.node_selector.clone().unwrap_or_default(),
         affinity: spec.affinity.clone(),
         tolerations: spec.tolerations.clone().unwrap_or_default(),
-        requests,
-        host_ports,
+        requests: r.requests,
+        non_zero_requests: r.non_zero,
+        host_ports: r.host_ports,
         topology_spread_constraints: spec.topology_spread_constraints.clone().unwrap_or_default(),
         scheduling_gates: spec
             .scheduling_gates
@@ -210,13 +240,18 @@ fn spec_from_api(spec: &k8s_openapi::api::core::v1::PodSpec) -> PodSpecInfo {
             .volumes
             .iter()
             .flatten()
-            .filter_map(|v| {
-                v.persistent_volume_claim
-                    .as_ref()
-                    .map(|c| c.claim_name.clone())
+            .filter_map(|v| match (&v.persistent_volume_claim, &v.ephemeral) {
+                (Some(c), _) => Some(c.claim_name.clone()),
+                (None, Some(_)) => Some(ephemeral_claim(pod_name, &v.name)),
+                (None, None) => None,
             })
             .collect(),
     }
+}
+
+/// The claim a generic ephemeral volume creates (`<pod>-<volume>`).
+fn ephemeral_claim(pod: &str, volume: &str) -> String {
+    format!("{pod}-{volume}")
 }
 
 /// Decodes a Pod in Kubernetes' JSON form (camelCase keys) straight into a
@@ -231,7 +266,9 @@ impl<'de> Deserialize<'de> for PodInfo {
             spec.scheduler_name.take(),
             spec.node_name.take(),
         );
-        let spec_info = spec.info().map_err(serde::de::Error::custom)?;
+        let spec_info = spec
+            .info(meta.name.as_deref().unwrap_or(""))
+            .map_err(serde::de::Error::custom)?;
         Ok(PodInfo {
             name: meta.name.unwrap_or_default(),
             namespace: meta.namespace.unwrap_or_default(),
@@ -311,7 +348,10 @@ struct WireName {
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct WireVolume {
+    #[serde(default)]
+    name: String,
     persistent_volume_claim: Option<WireClaim>,
+    ephemeral: Option<serde::de::IgnoredAny>,
 }
 
 #[derive(Deserialize)]
@@ -341,7 +381,7 @@ impl WireContainer {
 }
 
 impl WireSpec {
-    fn info(self) -> Result<PodSpecInfo, String> {
+    fn info(self, pod_name: &str) -> Result<PodSpecInfo, String> {
         let containers: Vec<_> = self
             .containers
             .iter()
@@ -360,13 +400,14 @@ impl WireSpec {
             .flatten()
             .map(|(k, v)| (k.as_str(), v.as_str()))
             .collect();
-        let (requests, host_ports) = requests_and_ports(&containers, &init, &overhead)?;
+        let r = requests_and_ports(&containers, &init, &overhead)?;
         Ok(PodSpecInfo {
             node_selector: self.node_selector.unwrap_or_default(),
             affinity: self.affinity,
             tolerations: self.tolerations.unwrap_or_default(),
-            requests,
-            host_ports,
+            requests: r.requests,
+            non_zero_requests: r.non_zero,
+            host_ports: r.host_ports,
             topology_spread_constraints: self.topology_spread_constraints.unwrap_or_default(),
             scheduling_gates: self
                 .scheduling_gates
@@ -378,7 +419,11 @@ impl WireSpec {
                 .volumes
                 .into_iter()
                 .flatten()
-                .filter_map(|v| v.persistent_volume_claim.map(|c| c.claim_name))
+                .filter_map(|v| match (v.persistent_volume_claim, v.ephemeral) {
+                    (Some(c), _) => Some(c.claim_name),
+                    (None, Some(_)) => Some(ephemeral_claim(pod_name, &v.name)),
+                    (None, None) => None,
+                })
                 .collect(),
         })
     }
@@ -423,7 +468,9 @@ mod tests {
                                 "ports": [{"containerPort": 80, "hostPort": 8080}, {"containerPort": 53, "protocol": "UDP"}]}],
                 "overhead": {"cpu": "10m"},
                 "schedulingGates": [{"name": "wait"}],
-                "volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": "data"}}]
+                "volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": "data"}},
+                            {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}},
+                            {"name": "e", "emptyDir": {}}]
             }
         });
         let wire: PodInfo = serde_json::from_value(json.clone()).unwrap();
@@ -445,7 +492,10 @@ mod tests {
             }]
         );
         assert_eq!(s.scheduling_gates, ["wait"]);
-        assert_eq!(s.pvc_claims, ["data"]);
+        assert_eq!(s.pvc_claims, ["data", "p-scratch"]);
+        // Scoring counts the sidecar's and the container's missing memory at 200Mi each.
+        assert_eq!(s.non_zero_requests.memory, (1 << 30) + (200 << 20));
+        assert_eq!(s.non_zero_requests.milli_cpu, 1060);
         assert_eq!(s.node_selector["disk"], "ssd");
         assert_eq!(s.tolerations.len(), 1);
     }

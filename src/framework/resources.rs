@@ -155,6 +155,29 @@ impl Resources {
     }
 }
 
+/// CPU a container that requests none is scored with (kube-scheduler's
+/// `DefaultMilliCPURequest`).
+pub const DEFAULT_MILLI_CPU_REQUEST: i64 = 100;
+/// Memory a container that requests none is scored with, in bytes
+/// (kube-scheduler's `DefaultMemoryRequest`, 200Mi).
+pub const DEFAULT_MEMORY_REQUEST: i64 = 200 * 1024 * 1024;
+
+impl Resources {
+    /// This container request with kube-scheduler's scoring defaults for a
+    /// missing (zero) cpu or memory request (`NonMissingContainerRequests`).
+    #[must_use]
+    pub fn with_non_zero_defaults(&self) -> Resources {
+        let mut r = self.clone();
+        if r.milli_cpu == 0 {
+            r.milli_cpu = DEFAULT_MILLI_CPU_REQUEST;
+        }
+        if r.memory == 0 {
+            r.memory = DEFAULT_MEMORY_REQUEST;
+        }
+        r
+    }
+}
+
 /// One container's requests and whether it is a restartable init container
 /// (a sidecar, `restartPolicy: Always`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

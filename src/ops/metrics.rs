@@ -59,6 +59,20 @@ pub struct ResultLabels {
     pub result: &'static str,
 }
 
+/// Labels of scheduling attempts.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AttemptLabels {
+    /// scheduled, unschedulable or error.
+    pub result: &'static str,
+}
+
+/// Labels of queue lengths.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct QueueLabels {
+    /// active, backoff, unschedulable or gated.
+    pub queue: &'static str,
+}
+
 /// Labels of the build-info metric.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct BuildLabels {
@@ -71,6 +85,11 @@ type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
 fn latency_histogram() -> Histogram {
     // 50 µs .. ~1.6 s: extender answers must stay far below the 5 s timeout.
     Histogram::new(exponential_buckets(0.000_05, 2.0, 16))
+}
+
+fn latency_histogram_long() -> Histogram {
+    // 1 ms .. ~9 min: end-to-end includes waiting in the queue.
+    Histogram::new(exponential_buckets(0.001, 2.0, 20))
 }
 
 fn plugin_histogram() -> Histogram {
@@ -100,6 +119,16 @@ pub struct Metrics {
     pub policy_reloads: Family<ResultLabels, Counter>,
     /// TLS certificate reloads by result.
     pub tls_reloads: Family<ResultLabels, Counter>,
+    /// Standalone scheduling attempts by result.
+    pub schedule_attempts: Family<AttemptLabels, Counter>,
+    /// Standalone: time from a pod's (last) queueing to its successful bind.
+    pub scheduling_duration: Histogram,
+    /// Standalone: pods waiting, per sub-queue.
+    pub pending_pods: Family<QueueLabels, Gauge>,
+    /// Bind latency by result (success, failure), both modes.
+    pub bind_duration: HistogramFamily<ResultLabels>,
+    /// 1 while this replica holds the scheduling Lease (or needs none).
+    pub leader: Gauge,
 }
 
 impl Default for Metrics {
@@ -159,6 +188,39 @@ impl Metrics {
             "TLS certificate reloads, by result",
             tls_reloads.clone(),
         );
+        let schedule_attempts = Family::<AttemptLabels, Counter>::default();
+        registry.register(
+            "schedule_attempts",
+            "Standalone scheduling attempts, by result",
+            schedule_attempts.clone(),
+        );
+        let scheduling_duration = latency_histogram_long();
+        registry.register_with_unit(
+            "scheduling_duration",
+            "Standalone: time from queueing a pod to binding it",
+            Unit::Seconds,
+            scheduling_duration.clone(),
+        );
+        let pending_pods = Family::<QueueLabels, Gauge>::default();
+        registry.register(
+            "pending_pods",
+            "Standalone: pods waiting, by sub-queue",
+            pending_pods.clone(),
+        );
+        let bind_duration: HistogramFamily<ResultLabels> =
+            Family::new_with_constructor(latency_histogram);
+        registry.register_with_unit(
+            "bind_duration",
+            "Time to create a Binding, by result",
+            Unit::Seconds,
+            bind_duration.clone(),
+        );
+        let leader = Gauge::default();
+        registry.register(
+            "leader",
+            "1 while this replica may schedule (holds the Lease)",
+            leader.clone(),
+        );
         let build_info = Family::<BuildLabels, Gauge>::default();
         build_info
             .get_or_create(&BuildLabels {
@@ -175,7 +237,28 @@ impl Metrics {
             cache_objects,
             policy_reloads,
             tls_reloads,
+            schedule_attempts,
+            scheduling_duration,
+            pending_pods,
+            bind_duration,
+            leader,
         }
+    }
+
+    /// Records a scheduling attempt.
+    pub fn attempt(&self, result: &'static str) {
+        self.schedule_attempts
+            .get_or_create(&AttemptLabels { result })
+            .inc();
+    }
+
+    /// Records a bind.
+    pub fn bound(&self, ok: bool, seconds: f64) {
+        self.bind_duration
+            .get_or_create(&ResultLabels {
+                result: if ok { "success" } else { "failure" },
+            })
+            .observe(seconds);
     }
 
     /// Records one answered request.

@@ -31,6 +31,8 @@ pub fn apply(state: &AppState, text: &str, file: &str) -> Result<(), PolicyError
     state.cache.write().set_dimensions(&union);
     state.policy.store(Arc::new(new));
     state.cache.write().set_dimensions(&new_dims);
+    // Pods that fit nowhere under the old policy may fit under the new one.
+    state.cache.note_event();
     Ok(())
 }
 

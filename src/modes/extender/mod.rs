@@ -29,7 +29,7 @@ use crate::cache::Cache;
 use crate::ops::metrics::Metrics;
 use crate::policy::CompiledPolicy;
 
-pub use bind::Binder;
+pub use crate::modes::binder::Binder;
 pub use error::ApiError;
 
 /// Limits and switches of the HTTP service.

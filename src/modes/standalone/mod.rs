@@ -1,14 +1,17 @@
-//! Standalone mode: placer as a scheduler of its own.
+//! Standalone mode: placer as a scheduler of its own for the pods whose
+//! `spec.schedulerName` names one of its profiles (SPEC §8).
 //!
-//! Not available in this build: the safety plugins kube-scheduler runs
-//! (resources, taints, affinity, ports, ...) are not implemented yet, and a
-//! scheduler without them would place pods where they must not run. `serve`
-//! refuses `--mode standalone|both` with [`UNAVAILABLE`] rather than
-//! pretending.
+//! - [`queue`]: active / backoff / unschedulable sub-queues, gated pods held out;
+//! - [`cycle`]: one attempt on a snapshot (filter, score, choose with tie rotation);
+//! - [`scheduler`]: the loop: watch → queue → cycle → assume → asynchronous bind;
+//! - [`report`]: `Scheduled` / `FailedScheduling` events and `PodScheduled`;
+//! - [`leader`]: Lease-based leader election so only one replica schedules.
+//!
+//! Binding goes through [`crate::modes::binder`], kube-scheduler's DefaultBinder
+//! semantics; it is always on and not a policy plugin.
 
-/// The message `serve` prints when standalone scheduling is requested.
-pub const UNAVAILABLE: &str = "standalone mode is not yet available in this build: \
-    it needs kube-scheduler's safety plugins (NodeResourcesFit, TaintToleration, NodeAffinity, ...) \
-    before it may bind pods; run with --mode extender";
-
+pub mod cycle;
+pub mod leader;
 pub mod queue;
+pub mod report;
+pub mod scheduler;

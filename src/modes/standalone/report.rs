@@ -1,0 +1,102 @@
+//! Telling users what happened, as kube-scheduler does: a `Scheduled` or
+//! `FailedScheduling` event on the pod, and its `PodScheduled` condition.
+
+use k8s_openapi::api::core::v1::{ObjectReference, Pod};
+use kube::api::{Patch, PatchParams};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter as EventSource};
+use kube::{Api, Client};
+use serde_json::json;
+use tracing::warn;
+
+use super::cycle::Failure;
+use crate::framework::PodInfo;
+
+/// Publishes scheduling outcomes.
+pub struct Reporter {
+    client: Client,
+    recorder: Recorder,
+}
+
+/// The `PodScheduled=False` reason for a failure.
+pub fn condition_reason(failure: &Failure) -> &'static str {
+    match failure {
+        Failure::Unschedulable { .. } => "Unschedulable",
+        Failure::Error { .. } => "SchedulerError",
+    }
+}
+
+fn object_ref(pod: &PodInfo) -> ObjectReference {
+    ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Pod".into()),
+        name: Some(pod.name.clone()),
+        namespace: Some(pod.namespace.clone()),
+        uid: Some(pod.uid.clone()).filter(|u| !u.is_empty()),
+        ..Default::default()
+    }
+}
+
+impl Reporter {
+    /// Events are reported by `controller` (the profile's scheduler name, as
+    /// kube-scheduler reports under its own) from `instance`.
+    pub fn new(client: Client, controller: &str, instance: &str) -> Self {
+        let source = EventSource {
+            controller: controller.to_string(),
+            instance: Some(instance.to_string()),
+        };
+        Reporter {
+            recorder: Recorder::new(client.clone(), source),
+            client,
+        }
+    }
+
+    /// "Successfully assigned ns/pod to node".
+    pub async fn scheduled(&self, pod: &PodInfo, node: &str) {
+        let event = Event {
+            type_: EventType::Normal,
+            reason: "Scheduled".into(),
+            note: Some(format!(
+                "Successfully assigned {}/{} to {node}",
+                pod.namespace, pod.name
+            )),
+            action: "Binding".into(),
+            secondary: None,
+        };
+        if let Err(e) = self.recorder.publish(&event, &object_ref(pod)).await {
+            warn!(pod = %pod.key(), error = %e, "could not record Scheduled event");
+        }
+    }
+
+    /// A FailedScheduling event and `PodScheduled=False` with the reason.
+    pub async fn failed(&self, pod: &PodInfo, failure: &Failure) {
+        let event = Event {
+            type_: EventType::Warning,
+            reason: "FailedScheduling".into(),
+            note: Some(failure.message().to_string()),
+            action: "Scheduling".into(),
+            secondary: None,
+        };
+        if let Err(e) = self.recorder.publish(&event, &object_ref(pod)).await {
+            warn!(pod = %pod.key(), error = %e, "could not record FailedScheduling event");
+        }
+        let condition = json!({"status": {"conditions": [{
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": condition_reason(failure),
+            "message": failure.message(),
+            "lastProbeTime": null,
+            "lastTransitionTime": k8s_openapi::jiff::Timestamp::now(),
+        }]}});
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), &pod.namespace);
+        if let Err(e) = api
+            .patch_status(
+                &pod.name,
+                &PatchParams::default(),
+                &Patch::Strategic(condition),
+            )
+            .await
+        {
+            warn!(pod = %pod.key(), error = %e, "could not set PodScheduled condition");
+        }
+    }
+}

@@ -1,0 +1,270 @@
+//! The standalone scheduling loop: watch unscheduled pods into the queue,
+//! pop one at a time, run the cycle on a snapshot, assume the pod in the
+//! cache, and bind it asynchronously (bounded) while the next pod is
+//! scheduled. A failed bind forgets the assumed pod and requeues it.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client};
+use tokio::sync::{Semaphore, watch as signal};
+use tracing::{debug, info, warn};
+
+use super::cycle::{Failure, TieRotation, schedule_one};
+use super::leader::Leadership;
+use super::queue::{PreEnqueue, QueueTimings, SchedulingQueue};
+use super::report::Reporter;
+use crate::cache::Cache;
+use crate::framework::{PodInfo, QueueSortPlugin, QueuedPodInfo, Status};
+use crate::modes::binder::Binder;
+use crate::modes::extender::AppState;
+use crate::plugins::priority_sort::PrioritySort;
+use crate::protocol::ExtenderBindingArgs;
+
+/// Binds in flight at once (kube-scheduler binds in goroutines; this keeps
+/// the API server load bounded).
+const MAX_BINDS_IN_FLIGHT: usize = 16;
+
+/// Only unassigned pods are candidates.
+const UNASSIGNED_PODS: &str = "spec.nodeName=";
+
+/// Everything the loop needs.
+pub struct Standalone {
+    client: Client,
+    state: AppState,
+    queue: Arc<SchedulingQueue>,
+    reporter: Arc<Reporter>,
+    binder: Arc<Binder>,
+    rotation: TieRotation,
+    binds: Arc<Semaphore>,
+}
+
+/// The profiles' scheduler names: pods naming one of them are placer's.
+fn scheduler_names(state: &AppState) -> HashSet<String> {
+    state
+        .policy
+        .load()
+        .policy()
+        .profiles
+        .iter()
+        .map(|p| p.scheduler_name.to_string())
+        .collect()
+}
+
+impl Standalone {
+    /// Prepares the loop; `identity` names this replica in events.
+    pub fn new(client: Client, state: AppState, identity: &str) -> Self {
+        let policy = state.policy.clone();
+        let sort: Arc<dyn QueueSortPlugin> = Arc::new(PrioritySort);
+        let pre_enqueue: PreEnqueue = Arc::new(move |pod: &PodInfo| {
+            let policy = policy.load();
+            let Some(framework) = policy.profile(&pod.scheduler_name) else {
+                return Status::success();
+            };
+            for wp in framework.plugins() {
+                if let Some(p) = wp.plugin.as_pre_enqueue() {
+                    let s = p.pre_enqueue(pod);
+                    if !s.is_success() {
+                        return s;
+                    }
+                }
+            }
+            Status::success()
+        });
+        Standalone {
+            queue: Arc::new(SchedulingQueue::new(
+                sort,
+                pre_enqueue,
+                QueueTimings::default(),
+            )),
+            reporter: Arc::new(Reporter::new(client.clone(), "placer", identity)),
+            binder: Arc::new(Binder::new(client.clone())),
+            client,
+            state,
+            rotation: TieRotation::default(),
+            binds: Arc::new(Semaphore::new(MAX_BINDS_IN_FLIGHT)),
+        }
+    }
+
+    /// Runs until `stop` turns true, then waits for binds in flight.
+    /// With `leadership`, schedules only while holding the Lease.
+    pub async fn run(self, mut leadership: Option<Leadership>, mut stop: signal::Receiver<bool>) {
+        let this = Arc::new(self);
+        tokio::spawn(watch_unscheduled(
+            this.client.clone(),
+            this.state.clone(),
+            this.queue.clone(),
+        ));
+        tokio::spawn(requeue_on_events(
+            this.state.cache.clone(),
+            this.queue.clone(),
+            this.state.clone(),
+        ));
+        loop {
+            let leading = leadership.as_ref().is_none_or(Leadership::is_leader);
+            this.state.metrics.leader.set(i64::from(leading));
+            if !leading {
+                let Some(l) = leadership.as_mut() else { break };
+                tokio::select! {
+                    alive = l.changed() => if !alive { warn!("leader election ended; not scheduling"); break },
+                    _ = stop.changed() => break,
+                }
+                continue;
+            }
+            let next = tokio::select! {
+                info = this.queue.pop() => info,
+                _ = stop.changed() => break,
+                alive = async { match leadership.as_mut() { Some(l) => l.changed().await, None => std::future::pending().await } } => {
+                    if !alive { break }
+                    continue;
+                }
+            };
+            this.clone().schedule(next).await;
+        }
+        info!("scheduling loop stopping; waiting for binds in flight");
+        let _ = this.binds.acquire_many(MAX_BINDS_IN_FLIGHT as u32).await;
+        this.state.metrics.leader.set(0);
+        if let Some(l) = leadership {
+            l.release().await;
+        }
+    }
+
+    async fn schedule(self: Arc<Self>, info: QueuedPodInfo) {
+        let pod = info.pod.clone();
+        let policy = self.state.policy.load();
+        let Some(framework) = policy.profile(&pod.scheduler_name).cloned() else {
+            debug!(pod = %pod.key(), "no profile for the pod any more; dropping it");
+            return;
+        };
+        let result = {
+            let cluster = self.state.cache.read();
+            schedule_one(&framework, &pod, &cluster, &self.rotation)
+        };
+        match result {
+            Ok(placement) => {
+                self.state.metrics.attempt("scheduled");
+                let mut assumed = (*pod).clone();
+                assumed.node_name = Some(placement.node.clone());
+                self.state.cache.write().apply_pod(assumed);
+                let Ok(permit) = self.binds.clone().acquire_owned().await else {
+                    return;
+                };
+                let this = self.clone();
+                tokio::spawn(async move {
+                    this.bind(info, placement.node).await;
+                    drop(permit);
+                });
+            }
+            Err(failure) => {
+                let unschedulable = matches!(failure, Failure::Unschedulable { .. });
+                self.state.metrics.attempt(if unschedulable {
+                    "unschedulable"
+                } else {
+                    "error"
+                });
+                debug!(pod = %pod.key(), reason = failure.message(), "pod did not fit");
+                self.queue.requeue(info, unschedulable);
+                self.reporter.failed(&pod, &failure).await;
+            }
+        }
+    }
+
+    async fn bind(&self, info: QueuedPodInfo, node: String) {
+        let pod = info.pod.clone();
+        let args = ExtenderBindingArgs {
+            pod_name: pod.name.clone(),
+            pod_namespace: pod.namespace.clone(),
+            pod_uid: pod.uid.clone(),
+            node: node.clone(),
+        };
+        let started = Instant::now();
+        let result = self.binder.bind(&args).await;
+        let metrics = &self.state.metrics;
+        metrics.bound(result.is_ok(), started.elapsed().as_secs_f64());
+        match result {
+            Ok(()) => {
+                metrics
+                    .scheduling_duration
+                    .observe(info.timestamp.elapsed().as_secs_f64());
+                info!(pod = %pod.key(), node = %node, "bound pod");
+                self.reporter.scheduled(&pod, &node).await;
+            }
+            Err(e) => {
+                warn!(pod = %pod.key(), node = %node, error = %e, "bind failed; forgetting the assumed pod");
+                self.state
+                    .cache
+                    .write()
+                    .delete_pod(&pod.namespace, &pod.name);
+                self.state.cache.note_event();
+                let failure = Failure::Error {
+                    message: format!("binding rejected: {e}"),
+                };
+                self.queue.requeue(info, false);
+                self.reporter.failed(&pod, &failure).await;
+            }
+        }
+    }
+}
+
+/// Feeds unassigned pods of placer's profiles into the queue; pods deleted
+/// or bound (they leave the `spec.nodeName=` selector) leave it.
+async fn watch_unscheduled(client: Client, state: AppState, queue: Arc<SchedulingQueue>) {
+    let api: Api<Pod> = Api::all(client);
+    let stream = watcher(api, watcher::Config::default().fields(UNASSIGNED_PODS)).default_backoff();
+    futures::pin_mut!(stream);
+    while let Some(event) = stream.next().await {
+        let names = scheduler_names(&state);
+        match event {
+            Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p)) => {
+                let pod = PodInfo::from(&p);
+                if names.contains(&pod.scheduler_name)
+                    && !pod.is_terminal()
+                    && p.metadata.deletion_timestamp.is_none()
+                {
+                    queue.add_or_update(pod);
+                } else {
+                    queue.delete(&pod.namespace, &pod.name);
+                }
+            }
+            Ok(watcher::Event::Delete(p)) => {
+                let pod = PodInfo::from(&p);
+                queue.delete(&pod.namespace, &pod.name);
+            }
+            Ok(watcher::Event::Init | watcher::Event::InitDone) => {}
+            Err(e) => warn!(error = %e, "unscheduled-pod watch failed; retrying with backoff"),
+        }
+    }
+}
+
+/// Moves unschedulable pods back when the cluster changes, flushes the ones
+/// waiting over 5 minutes, and publishes queue lengths.
+async fn requeue_on_events(cache: Arc<Cache>, queue: Arc<SchedulingQueue>, state: AppState) {
+    let mut seen = cache.events();
+    let mut tick = tokio::time::interval(Duration::from_millis(200));
+    loop {
+        tick.tick().await;
+        let now = cache.events();
+        if now != seen {
+            seen = now;
+            queue.move_all_on_event();
+        }
+        queue.flush_unschedulable();
+        let l = queue.lengths();
+        for (name, n) in [
+            ("active", l.active),
+            ("backoff", l.backoff),
+            ("unschedulable", l.unschedulable),
+            ("gated", l.gated),
+        ] {
+            state
+                .metrics
+                .pending_pods
+                .get_or_create(&crate::ops::metrics::QueueLabels { queue: name })
+                .set(n as i64);
+        }
+    }
+}
