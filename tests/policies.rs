@@ -1,0 +1,90 @@
+//! Every policy the repository ships must load: the root `policy.yaml` and
+//! the ones embedded in the manifests' ConfigMaps.
+
+use std::path::Path;
+
+use serde_yaml_ng::Value;
+
+fn shipped_policies() -> Vec<(String, String)> {
+    let mut found = vec![(
+        "policy.yaml".to_string(),
+        std::fs::read_to_string("policy.yaml").expect("policy.yaml at the repository root"),
+    )];
+    let mut dirs = vec![Path::new("manifests").to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).expect("manifests/ exists") {
+            let path = entry.expect("readable entry").path();
+            if path.is_dir() {
+                dirs.push(path);
+                continue;
+            }
+            if path.extension().and_then(|e| e.to_str()) != Some("yaml") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).expect("readable manifest");
+            for doc in serde_yaml_ng::Deserializer::from_str(&text) {
+                let value = <Value as serde::Deserialize>::deserialize(doc).expect("valid YAML");
+                if value.get("kind").and_then(Value::as_str) != Some("ConfigMap") {
+                    continue;
+                }
+                let Some(Value::Mapping(data)) = value.get("data") else {
+                    continue;
+                };
+                for (key, body) in data {
+                    let (Some(key), Some(body)) = (key.as_str(), body.as_str()) else {
+                        continue;
+                    };
+                    if body.contains("placer/v1alpha1") {
+                        found.push((format!("{}:{key}", path.display()), body.to_string()));
+                    }
+                }
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn every_shipped_policy_loads() {
+    let policies = shipped_policies();
+    assert!(
+        policies.len() >= 3,
+        "expected the root policy and two ConfigMap policies, found {:?}",
+        policies.iter().map(|p| &p.0).collect::<Vec<_>>()
+    );
+    for (name, text) in policies {
+        if let Err(e) = placer::policy::parse(&text, &name) {
+            panic!("{e}");
+        }
+    }
+}
+
+#[test]
+fn the_root_policy_has_an_extender_and_a_standalone_profile() {
+    let text = std::fs::read_to_string("policy.yaml").expect("policy.yaml");
+    let policy = placer::policy::CompiledPolicy::new(
+        placer::policy::parse(&text, "policy.yaml").expect("valid"),
+    );
+    let extender = policy.profile("extender").expect("extender profile");
+    let standalone = policy.profile("placer").expect("standalone profile");
+    assert_eq!(extender.plugins().len(), 3);
+    let names: Vec<&str> = standalone
+        .plugins()
+        .iter()
+        .map(|p| p.plugin.name())
+        .collect();
+    for safety in [
+        "PrioritySort",
+        "NodeResourcesFit",
+        "TaintToleration",
+        "NodeAffinity",
+        "NodePorts",
+        "PodTopologySpread",
+        "InterPodAffinity",
+    ] {
+        assert!(
+            names.contains(&safety),
+            "standalone profile lacks {safety}: {names:?}"
+        );
+    }
+}
