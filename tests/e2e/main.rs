@@ -11,6 +11,9 @@
 
 mod harness;
 
+mod bind;
 mod extender;
+mod freshness;
 mod manifests;
+mod outage;
 mod smoke;

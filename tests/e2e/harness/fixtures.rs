@@ -7,6 +7,8 @@
 //! schedulable. Pods are bare (no controllers run) and use an image that is never pulled.
 
 use std::collections::BTreeMap;
+use std::ops::ControlFlow;
+use std::time::Duration;
 
 use anyhow::Context as _;
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -16,6 +18,7 @@ use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
 use super::env::{RUN_LABEL, TestEnv};
+use super::wait::SCHEDULING_TIMEOUT;
 
 /// The image of every test pod; nothing runs it.
 const POD_IMAGE: &str = "registry.k8s.io/pause:3.10";
@@ -279,7 +282,12 @@ impl TestEnv {
         Ok(())
     }
 
-    /// Creates a `PriorityClass` `<run id>-<suffix>` with `value`; returns its name.
+    /// Creates a `PriorityClass` `<run id>-<suffix>` with `value` and waits until pods may use
+    /// it; returns its name.
+    ///
+    /// The `Priority` admission plugin resolves classes from an informer, so a pod created right
+    /// after its class can be refused ("no PriorityClass with name ... was found"); a dry-run pod
+    /// goes through the same admission and shows when the class is usable.
     pub async fn create_priority_class(&self, suffix: &str, value: i32) -> anyhow::Result<String> {
         let name = self.name(suffix);
         let class: PriorityClass = serde_json::from_value(json!({
@@ -291,6 +299,26 @@ impl TestEnv {
             .create(&PostParams::default(), &class)
             .await
             .with_context(|| format!("create priority class {name}"))?;
+        let probe = self
+            .pod("priority-class-probe")
+            .priority_class(&name)
+            .build();
+        let dry_run = PostParams {
+            dry_run: true,
+            ..PostParams::default()
+        };
+        self.poll_every(
+            &format!("priority class {name} to be usable"),
+            SCHEDULING_TIMEOUT,
+            Duration::from_millis(50),
+            || async {
+                Ok(match self.pods().create(&dry_run, &probe).await {
+                    Ok(_) => ControlFlow::Break(()),
+                    Err(e) => ControlFlow::Continue(e.to_string()),
+                })
+            },
+        )
+        .await?;
         Ok(name)
     }
 

@@ -6,8 +6,10 @@
 //! - `fixtures`: `Node`s (schedulable without kubelets), `Pod`s, `PriorityClass`es;
 //! - `scheduler`: kube-scheduler with a `KubeSchedulerConfiguration` builder;
 //! - `placer` and `policy`: the placer process and its policy file;
-//! - `scenario`: placer + kube-scheduler as one rig, zone layouts;
+//! - `scenario`: placer + kube-scheduler as one rig, node shapes (`nodeCacheCapable`), the
+//!   capability policy, zone layouts;
 //! - `wait`: bound pods, `PodScheduled` conditions, `FailedScheduling` events;
+//! - `logs`: lines and `key=value` fields of placer's and kube-scheduler's logs;
 //! - `manifests`: loading `manifests/` and applying it with server-side dry run.
 //!
 //! Plumbing: `process` (children that die with the test binary, logs), `workdir` (temp dirs that
@@ -20,6 +22,7 @@ mod control_plane;
 mod env;
 mod fixtures;
 mod ids;
+pub mod logs;
 pub mod manifests;
 mod pki;
 mod placer;
@@ -35,6 +38,10 @@ pub use env::{RUN_LABEL, TestEnv};
 pub use fixtures::{NodeBuilder, PodBuilder};
 pub use placer::Placer;
 pub use policy::Policy;
-pub use scenario::{ExtenderRig, ZONE_LABEL, ZonePods};
+pub(crate) use scenario::per_node_shape;
+pub use scenario::{
+    ExtenderRig, HW_ANNOTATION, HW_LABEL, HW_REASON, NodeShape, ZONE_LABEL, ZonePods,
+    capability_policy, zone_spread_policy,
+};
 pub use scheduler::{ExtenderConfig, Scheduler, SchedulerConfig, ScorePlugins};
 pub use wait::SCHEDULING_TIMEOUT;

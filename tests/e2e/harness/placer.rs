@@ -6,9 +6,11 @@
 //! across [`Placer::restart`], so a kube-scheduler configured with its URL keeps working after an
 //! outage.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
+
+use anyhow::{Context as _, ensure};
 
 use super::env::TestEnv;
 use super::probe::{free_port, http_get, wait_ready};
@@ -52,6 +54,34 @@ impl Placer {
     /// The listening port.
     pub fn port(&self) -> u16 {
         self.port
+    }
+
+    /// placer's log file (stdout and stderr of every start).
+    pub fn log_path(&self) -> &Path {
+        &self.log
+    }
+
+    /// `GET <path>` on placer's port (e.g. `/debug/zones`, `/policy`); the body as JSON.
+    pub async fn get_json(&self, path: &str) -> anyhow::Result<serde_json::Value> {
+        let (status, body) = http_get(self.port, path).await?;
+        ensure!(status == 200, "GET {path}: status {status}: {body}");
+        serde_json::from_str(&body).with_context(|| format!("GET {path}: not JSON: {body}"))
+    }
+
+    /// The value of one series of placer's `/metrics`, given exactly as exposed, e.g.
+    /// `placer_requests_total{verb="bind",outcome="success"}`; `None` when it is not exposed.
+    pub async fn metric(&self, series: &str) -> anyhow::Result<Option<f64>> {
+        let (status, body) = http_get(self.port, "/metrics").await?;
+        ensure!(status == 200, "GET /metrics: status {status}: {body}");
+        body.lines()
+            .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
+            .map(|value| {
+                value
+                    .trim()
+                    .parse()
+                    .with_context(|| format!("{series}: bad value {value:?}"))
+            })
+            .transpose()
     }
 
     /// (Re)starts placer on the same port and waits for `/readyz`; stops a running one first.

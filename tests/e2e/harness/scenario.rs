@@ -1,5 +1,8 @@
 //! Building blocks shared by the extender scenarios: placer plus a kube-scheduler that calls it,
-//! and zone layouts with pre-placed pods.
+//! the node shapes kube-scheduler can send, the hardware-encryption capability policy, and zone
+//! layouts with pre-placed pods.
+
+use serde_json::json;
 
 use super::env::TestEnv;
 use super::placer::Placer;
@@ -9,8 +12,88 @@ use super::scheduler::{ExtenderConfig, Scheduler, SchedulerConfig, ScorePlugins}
 /// The label `ZoneSpread` reads by default.
 pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
 
+/// How kube-scheduler sends the candidate nodes to placer's filter and prioritize verbs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NodeShape {
+    /// `nodeCacheCapable: true`: only `NodeNames`; placer resolves them in its cache.
+    Names,
+    /// `nodeCacheCapable: false`: full Node objects in `Nodes`, which placer must echo back.
+    Full,
+}
+
+impl NodeShape {
+    /// A short name for test and object names.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Names => "names",
+            Self::Full => "full",
+        }
+    }
+}
+
+impl ExtenderConfig {
+    /// Sets `nodeCacheCapable` to match `shape`.
+    #[must_use]
+    pub fn node_shape(self, shape: NodeShape) -> Self {
+        self.node_cache_capable(shape == NodeShape::Names)
+    }
+}
+
+/// Declares, for each `name => scenario` pair, a module `name` with two tests, `node_names` and
+/// `full_nodes`, that run `scenario(NodeShape::Names)` and `scenario(NodeShape::Full)`. A scenario
+/// is an `async fn(NodeShape) -> anyhow::Result<()>`; doc comments go on the module.
+macro_rules! per_node_shape {
+    ($($(#[$meta:meta])* $name:ident => $scenario:ident;)+) => {$(
+        $(#[$meta])*
+        mod $name {
+            use $crate::harness::NodeShape;
+
+            #[tokio::test]
+            async fn node_names() -> anyhow::Result<()> {
+                super::$scenario(NodeShape::Names).await
+            }
+
+            #[tokio::test]
+            async fn full_nodes() -> anyhow::Result<()> {
+                super::$scenario(NodeShape::Full).await
+            }
+        }
+    )+};
+}
+pub(crate) use per_node_shape;
+
+/// Pod annotation of the capability rule in [`capability_policy`].
+pub const HW_ANNOTATION: &str = "e2e.placer.io/require-hw-encrypt";
+/// Node label of the capability rule in [`capability_policy`].
+pub const HW_LABEL: &str = "e2e.placer.io/hw-encrypt";
+/// placer's reason for nodes without [`HW_LABEL`].
+pub const HW_REASON: &str = "node(s) lack hardware encryption";
+
+/// A policy whose only plugin is `CapabilityFilter`: pods annotated `HW_ANNOTATION=true` only on
+/// nodes labelled `HW_LABEL=true`, else [`HW_REASON`].
+pub fn capability_policy(env: &TestEnv) -> Policy {
+    Policy::new(&env.scheduler_name()).plugin(
+        "CapabilityFilter",
+        None,
+        json!({ "rules": [{
+            "podAnnotation": HW_ANNOTATION, "podValue": "true",
+            "nodeLabel": HW_LABEL, "nodeValue": "true", "reason": HW_REASON,
+        }] }),
+    )
+}
+
+/// A policy whose only plugin is `ZoneSpread` (weight 2) over [`ZONE_LABEL`], counting pods of
+/// the incoming pod's priority; `reverse` prefers the fullest zone instead of the emptiest.
+pub fn zone_spread_policy(env: &TestEnv, reverse: bool) -> Policy {
+    Policy::new(&env.scheduler_name()).plugin(
+        "ZoneSpread",
+        Some(2),
+        json!({ "zoneLabel": ZONE_LABEL, "countPods": "SamePriority", "reverse": reverse }),
+    )
+}
+
 /// placer and the kube-scheduler that uses it as an extender (filter + prioritize,
-/// `nodeCacheCapable: true`, not ignorable). Dropping the rig stops both.
+/// `nodeCacheCapable: true`, not ignorable, unless reconfigured). Dropping the rig stops both.
 pub struct ExtenderRig {
     /// The kube-scheduler (declared first: stopped before placer on drop).
     pub scheduler: Scheduler,

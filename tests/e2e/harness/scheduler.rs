@@ -249,6 +249,11 @@ impl Scheduler {
         Ok(())
     }
 
+    /// kube-scheduler's log file (`--v=2`: it logs every binding it makes or delegates).
+    pub fn log_path(&self) -> &Path {
+        &self.log
+    }
+
     /// Stops the scheduler (no-op when stopped).
     pub fn stop(&mut self) {
         if let Some(process) = self.process.take() {

@@ -33,6 +33,22 @@ impl TestEnv {
         &self,
         what: &str,
         timeout: Duration,
+        check: F,
+    ) -> anyhow::Result<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = anyhow::Result<ControlFlow<T, String>>>,
+    {
+        self.poll_every(what, timeout, Duration::from_millis(250), check)
+            .await
+    }
+
+    /// [`TestEnv::poll`] with another pause between checks (short ones to measure latencies).
+    pub async fn poll_every<T, F, Fut>(
+        &self,
+        what: &str,
+        timeout: Duration,
+        interval: Duration,
         mut check: F,
     ) -> anyhow::Result<T>
     where
@@ -53,7 +69,7 @@ impl TestEnv {
                 );
                 bail!("timed out after {timeout:?} waiting for {what}; last seen: {state}");
             }
-            tokio::time::sleep(Duration::from_millis(250)).await;
+            tokio::time::sleep(interval).await;
         }
     }
 
