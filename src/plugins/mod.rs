@@ -6,6 +6,7 @@
 //! [`PluginArgs`] and one arm to each `match` below.
 
 pub mod capability_filter;
+pub mod helper;
 pub mod inter_pod_affinity;
 mod label_selector;
 pub mod net_qos;

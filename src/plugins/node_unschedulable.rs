@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cache::ClusterState;
 use crate::framework::{CycleState, FilterPlugin, NodeInfo, Plugin, PodInfo, Status};
-use crate::plugins::taint_toleration::tolerations_tolerate;
+use crate::plugins::helper::tolerations_tolerate;
 
 /// Plugin name in the policy.
 pub const NAME: &str = "NodeUnschedulable";

@@ -15,14 +15,15 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Taint, Toleration};
+use k8s_openapi::api::core::v1::Toleration;
 use serde::{Deserialize, Serialize};
 
 use crate::cache::ClusterState;
 use crate::framework::{
-    CycleState, FilterPlugin, MAX_NODE_SCORE, NodeInfo, NodeScore, Plugin, PodInfo, PreScorePlugin,
-    ScorePlugin, Status,
+    CycleState, FilterPlugin, NodeInfo, NodeScore, Plugin, PodInfo, PreScorePlugin, ScorePlugin,
+    Status,
 };
+use crate::plugins::helper::{default_normalize_score, tolerates_taint};
 
 /// Plugin name in the policy.
 pub const NAME: &str = "TaintToleration";
@@ -30,11 +31,6 @@ pub const NAME: &str = "TaintToleration";
 /// Filter reason (kube-scheduler v1.37 `Filter`: since v1.35 the message no
 /// longer names the taint; it is only logged).
 pub const ERR_REASON_UNTOLERATED: &str = "node(s) had untolerated taint(s)";
-
-/// The `TaintTolerationComparisonOperators` feature gate: `Lt`/`Gt`
-/// tolerations. Alpha since v1.35 and off by default in v1.37, so such a
-/// toleration matches no taint, as in a default kube-scheduler.
-pub const COMPARISON_OPERATORS_ENABLED: bool = false;
 
 /// TaintToleration takes no arguments (as in kube-scheduler).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
@@ -49,98 +45,6 @@ impl TaintToleration {
     /// Builds the plugin.
     pub fn new(_: &TaintTolerationArgs) -> Self {
         TaintToleration
-    }
-}
-
-/// True when `t` tolerates the taint `key=value:effect`
-/// (`Toleration.ToleratesTaint`, with the comparison-operator gate as given).
-///
-/// An empty effect matches every effect, an empty key every key; operator
-/// `Exists` matches every value, `Equal` (or none) the exact value; `Lt`/`Gt`
-/// compare decimal integers when `comparison_operators` is on; any other
-/// operator matches nothing.
-pub fn toleration_tolerates(
-    t: &Toleration,
-    key: &str,
-    value: &str,
-    effect: &str,
-    comparison_operators: bool,
-) -> bool {
-    let t_effect = t.effect.as_deref().unwrap_or("");
-    if !t_effect.is_empty() && t_effect != effect {
-        return false;
-    }
-    let t_key = t.key.as_deref().unwrap_or("");
-    if !t_key.is_empty() && t_key != key {
-        return false;
-    }
-    let t_value = t.value.as_deref().unwrap_or("");
-    match t.operator.as_deref().unwrap_or("") {
-        "" | "Equal" => t_value == value,
-        "Exists" => true,
-        op @ ("Lt" | "Gt") => comparison_operators && compare_numeric(t_value, value, op == "Lt"),
-        _ => false,
-    }
-}
-
-/// True when any of `tolerations` tolerates the taint `key=value:effect`
-/// (`TolerationsTolerateTaint`), with the default feature gates.
-pub fn tolerations_tolerate(
-    tolerations: &[Toleration],
-    key: &str,
-    value: &str,
-    effect: &str,
-) -> bool {
-    tolerations
-        .iter()
-        .any(|t| toleration_tolerates(t, key, value, effect, COMPARISON_OPERATORS_ENABLED))
-}
-
-/// True when any of `tolerations` tolerates `taint`.
-pub fn tolerates_taint(tolerations: &[Toleration], taint: &Taint) -> bool {
-    tolerations_tolerate(
-        tolerations,
-        &taint.key,
-        taint.value.as_deref().unwrap_or(""),
-        &taint.effect,
-    )
-}
-
-/// `compareNumericValues`: both values must be strict decimal integers
-/// (`content.IsDecimalInteger`: no sign but `-`, no leading zeros) fitting
-/// an i64; `Lt` holds when the taint's value is below the toleration's.
-fn compare_numeric(toleration: &str, taint: &str, less: bool) -> bool {
-    let (Some(t), Some(n)) = (decimal_integer(toleration), decimal_integer(taint)) else {
-        return false;
-    };
-    if less { n < t } else { n > t }
-}
-
-fn decimal_integer(s: &str) -> Option<i64> {
-    let digits = s.strip_prefix('-').unwrap_or(s);
-    let b = digits.as_bytes();
-    let valid = match b {
-        [] => false,
-        [b'0'] => digits.len() == s.len(),
-        [first, rest @ ..] => (b'1'..=b'9').contains(first) && rest.iter().all(u8::is_ascii_digit),
-    };
-    if valid { s.parse().ok() } else { None }
-}
-
-/// kube-scheduler's `helper.DefaultNormalizeScore(MaxNodeScore, reverse, scores)`:
-/// maps `0..=max` onto `0..=100` (integer division), reversed if asked; when
-/// every score is 0 they stay 0, or all become 100 when reversed.
-pub fn default_normalize_score(scores: &mut [NodeScore], reverse: bool) {
-    let max = scores.iter().map(|s| s.score).fold(0, i64::max);
-    if max == 0 {
-        if reverse {
-            scores.iter_mut().for_each(|s| s.score = MAX_NODE_SCORE);
-        }
-        return;
-    }
-    for s in scores {
-        let v = MAX_NODE_SCORE * s.score / max;
-        s.score = if reverse { MAX_NODE_SCORE - v } else { v };
     }
 }
 
@@ -228,6 +132,8 @@ impl ScorePlugin for TaintToleration {
 mod tests {
     use super::*;
     use crate::framework::Code;
+    use crate::plugins::helper::{toleration_tolerates, tolerations_tolerate};
+    use k8s_openapi::api::core::v1::Taint;
     use serde_json::json;
 
     fn tol(v: serde_json::Value) -> Toleration {

@@ -44,9 +44,9 @@ use crate::cache::ClusterState;
 use crate::framework::{
     FilterPlugin, NodeInfo, Plugin, PodInfo, PreFilterPlugin, PreScorePlugin, ScorePlugin,
 };
+use crate::plugins::helper::tolerates_taint;
 use crate::plugins::label_selector;
 use crate::plugins::node_affinity::RequiredNodeAffinity;
-use crate::plugins::taint_toleration::tolerates_taint;
 
 /// Plugin name in the policy.
 pub const NAME: &str = "PodTopologySpread";

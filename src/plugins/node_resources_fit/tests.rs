@@ -1,0 +1,406 @@
+//! Unit tests of the plugin, kept apart to keep the plugin file readable.
+use super::*;
+use crate::framework::pod::PodSpecInfo;
+
+const MI: i64 = 1 << 20;
+
+fn args(yaml: &str) -> NodeResourcesFitArgs {
+    serde_yaml_ng::from_str(yaml).unwrap()
+}
+
+fn res(list: &[(&str, &str)]) -> Resources {
+    Resources::from_list(list.iter().copied()).unwrap()
+}
+
+fn pod(name: &str, node: Option<&str>, requests: &[(&str, &str)]) -> PodInfo {
+    PodInfo {
+        name: name.into(),
+        namespace: "ns".into(),
+        node_name: node.map(str::to_string),
+        spec: Arc::new(PodSpecInfo {
+            requests: res(requests),
+            // One container: its defaults are the pod's.
+            non_zero_requests: res(requests).with_non_zero_defaults(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn node(allocatable: &[(&str, &str)]) -> NodeInfo {
+    NodeInfo {
+        allocatable: res(allocatable),
+        ..NodeInfo::new("n1", Vec::<(String, String)>::new())
+    }
+}
+
+/// A cluster with `node` and `existing` pods (requests each) bound to it.
+fn cluster(node: &NodeInfo, existing: &[&[(&str, &str)]]) -> ClusterState {
+    let mut c = ClusterState::default();
+    c.apply_node(node.clone());
+    for (i, r) in existing.iter().enumerate() {
+        c.apply_pod(pod(&format!("p{i}"), Some(&node.name), r));
+    }
+    c
+}
+
+fn filter(a: &NodeResourcesFitArgs, p: &PodInfo, n: &NodeInfo, c: &ClusterState) -> Status {
+    let plugin = NodeResourcesFit::new(a);
+    let mut state = CycleState::new();
+    assert_eq!(plugin.pre_filter(&mut state, p, c).code(), Code::Success);
+    plugin.filter(&state, p, n, c)
+}
+
+fn score(a: &NodeResourcesFitArgs, p: &PodInfo, n: &NodeInfo, c: &ClusterState) -> i64 {
+    let plugin = NodeResourcesFit::new(a);
+    let mut state = CycleState::new();
+    let nodes = [Arc::new(n.clone())];
+    assert!(plugin.pre_score(&mut state, p, &nodes, c).is_success());
+    plugin.score(&state, p, n, c).unwrap().score
+}
+
+const NODE: &[(&str, &str)] = &[
+    ("cpu", "4"),
+    ("memory", "8Gi"),
+    ("ephemeral-storage", "10Gi"),
+    ("pods", "3"),
+    ("example.com/gpu", "2"),
+];
+
+#[test]
+fn fitting_pod_passes() {
+    let n = node(NODE);
+    let c = cluster(&n, &[&[("cpu", "1"), ("memory", "2Gi")]]);
+    let p = pod(
+        "new",
+        None,
+        &[("cpu", "3"), ("memory", "6Gi"), ("example.com/gpu", "2")],
+    );
+    assert_eq!(filter(&Default::default(), &p, &n, &c), Status::success());
+}
+
+#[test]
+fn every_insufficient_resource_is_listed_in_kube_order() {
+    let n = node(&[
+        ("cpu", "4"),
+        ("memory", "8Gi"),
+        ("ephemeral-storage", "10Gi"),
+        ("pods", "2"),
+        ("example.com/gpu", "2"),
+        ("example.com/fpga", "1"),
+    ]);
+    let used: &[(&str, &str)] = &[
+        ("cpu", "3"),
+        ("memory", "7Gi"),
+        ("ephemeral-storage", "9Gi"),
+        ("example.com/gpu", "1"),
+    ];
+    let c = cluster(&n, &[used, &[]]);
+    let p = pod(
+        "new",
+        None,
+        &[
+            ("cpu", "2"),
+            ("memory", "2Gi"),
+            ("ephemeral-storage", "2Gi"),
+            ("example.com/gpu", "2"),
+            ("example.com/fpga", "1"),
+        ],
+    );
+    let s = filter(&Default::default(), &p, &n, &c);
+    assert_eq!(s.code(), Code::Unschedulable, "each fits an empty node");
+    assert_eq!(
+        s.reasons(),
+        [
+            "Too many pods",
+            "Insufficient cpu",
+            "Insufficient memory",
+            "Insufficient ephemeral-storage",
+            "Insufficient example.com/gpu",
+        ]
+    );
+    assert_eq!(
+        s.message(),
+        "Too many pods, Insufficient cpu, Insufficient memory, \
+         Insufficient ephemeral-storage, Insufficient example.com/gpu"
+    );
+}
+
+#[test]
+fn request_larger_than_the_whole_node_is_unresolvable() {
+    let n = node(NODE);
+    let c = cluster(&n, &[]);
+    let s = filter(
+        &Default::default(),
+        &pod("new", None, &[("cpu", "5")]),
+        &n,
+        &c,
+    );
+    assert_eq!(s.code(), Code::UnschedulableAndUnresolvable);
+    assert_eq!(s.reasons(), ["Insufficient cpu"]);
+    let s = filter(
+        &Default::default(),
+        &pod("new", None, &[("memory", "1Gi"), ("example.com/tpu", "1")]),
+        &n,
+        &c,
+    );
+    assert_eq!(s.code(), Code::UnschedulableAndUnresolvable);
+    assert_eq!(
+        s.reasons(),
+        ["Insufficient example.com/tpu"],
+        "a resource the node lacks entirely"
+    );
+}
+
+#[test]
+fn pod_count_is_checked_even_for_pods_that_request_nothing() {
+    let n = node(&[("cpu", "1"), ("pods", "2")]);
+    let c = cluster(&n, &[&[("cpu", "1")], &[]]);
+    let s = filter(&Default::default(), &pod("new", None, &[]), &n, &c);
+    assert_eq!(s.code(), Code::Unschedulable);
+    assert_eq!(s.reasons(), ["Too many pods"]);
+    let n = node(&[("pods", "110")]);
+    let c = cluster(&n, &[&[("cpu", "1")]]);
+    assert_eq!(
+        filter(&Default::default(), &pod("new", None, &[]), &n, &c),
+        Status::success(),
+        "zero requests skip every resource check"
+    );
+    let s = filter(&Default::default(), &pod("new", None, &[]), &node(&[]), &c);
+    assert_eq!(s.reasons(), ["Too many pods"], "no pods allocatable at all");
+}
+
+#[test]
+fn resources_the_pod_does_not_request_are_not_checked() {
+    let n = node(&[("cpu", "1"), ("pods", "10")]);
+    let c = cluster(&n, &[&[("cpu", "1")]]);
+    let p = pod("new", None, &[("memory", "0"), ("example.com/gpu", "0")]);
+    assert_eq!(filter(&Default::default(), &p, &n, &c), Status::success());
+    let p = pod("new", None, &[("cpu", "1m")]);
+    assert_eq!(
+        filter(&Default::default(), &p, &n, &c).reasons(),
+        ["Insufficient cpu"]
+    );
+}
+
+#[test]
+fn ignored_resources_and_groups_skip_extended_resources_only() {
+    let n = node(&[("cpu", "1"), ("pods", "10")]);
+    let c = cluster(&n, &[]);
+    let p = pod(
+        "new",
+        None,
+        &[
+            ("example.com/gpu", "1"),
+            ("vendor.io/nic", "1"),
+            ("hugepages-2Mi", "2Mi"),
+        ],
+    );
+    let all = [
+        "Insufficient example.com/gpu",
+        "Insufficient hugepages-2Mi",
+        "Insufficient vendor.io/nic",
+    ];
+    assert_eq!(filter(&Default::default(), &p, &n, &c).reasons(), all);
+    let a = args("ignoredResources: [example.com/gpu, hugepages-2Mi]");
+    assert_eq!(
+        filter(&a, &p, &n, &c).reasons(),
+        ["Insufficient hugepages-2Mi", "Insufficient vendor.io/nic"],
+        "hugepages are not an extended resource"
+    );
+    let a = args("ignoredResourceGroups: [vendor.io]");
+    assert_eq!(
+        filter(&a, &p, &n, &c).reasons(),
+        ["Insufficient example.com/gpu", "Insufficient hugepages-2Mi"]
+    );
+    let a = args("ignoredResources: [example.com/gpu]\nignoredResourceGroups: [vendor.io]");
+    assert_eq!(
+        filter(&a, &p, &n, &c).reasons(),
+        ["Insufficient hugepages-2Mi"]
+    );
+}
+
+#[test]
+fn existing_usage_is_subtracted_per_extended_resource() {
+    let n = node(NODE);
+    let c = cluster(&n, &[&[("example.com/gpu", "1")]]);
+    let one = pod("new", None, &[("example.com/gpu", "1")]);
+    assert_eq!(filter(&Default::default(), &one, &n, &c), Status::success());
+    let two = pod("new", None, &[("example.com/gpu", "2")]);
+    let s = filter(&Default::default(), &two, &n, &c);
+    assert_eq!(
+        (s.code(), s.message().as_str()),
+        (Code::Unschedulable, "Insufficient example.com/gpu")
+    );
+}
+
+#[test]
+fn least_and_most_allocated_by_hand() {
+    // 4 cpu, 8Gi; 1 cpu and 2Gi in use; the pod asks 500m and 3Gi.
+    // cpu requested 1500/4000: least (2500×100)/4000 = 62, most 150000/4000 = 37.
+    // memory requested 5Gi/8Gi: least 3×100/8 = 37, most 5×100/8 = 62.
+    let n = node(NODE);
+    let c = cluster(&n, &[&[("cpu", "1"), ("memory", "2Gi")]]);
+    let p = pod("new", None, &[("cpu", "500m"), ("memory", "3Gi")]);
+    assert_eq!(score(&Default::default(), &p, &n, &c), (62 + 37) / 2);
+    let least = args(
+        "scoringStrategy: {type: LeastAllocated, resources: [{name: cpu, weight: 3}, {name: memory}]}",
+    );
+    assert_eq!(score(&least, &p, &n, &c), (62 * 3 + 37) / 4);
+    assert_eq!(score(&least, &p, &n, &c), 55);
+    let most = args(
+        "scoringStrategy: {type: MostAllocated, resources: [{name: cpu, weight: 3}, {name: memory, weight: 1}]}",
+    );
+    assert_eq!(score(&most, &p, &n, &c), (37 * 3 + 62) / 4);
+    assert_eq!(score(&most, &p, &n, &c), 43);
+}
+
+#[test]
+fn zero_request_pods_score_with_the_non_zero_defaults() {
+    // 1000m and 1000Mi; the pod counts as 100m and 200Mi.
+    let n = node(&[("cpu", "1"), ("memory", "1000Mi")]);
+    let c = cluster(&n, &[]);
+    let p = pod("best-effort", None, &[]);
+    // least: cpu 900×100/1000 = 90, memory 800×100/1000 = 80 → 85.
+    assert_eq!(score(&Default::default(), &p, &n, &c), 85);
+    // most: cpu 10, memory 20 → 15.
+    assert_eq!(
+        score(&args("scoringStrategy: {type: MostAllocated}"), &p, &n, &c),
+        15
+    );
+    let defaults = Resources::default().with_non_zero_defaults();
+    assert_eq!((defaults.milli_cpu, defaults.memory), (100, 200 * MI));
+}
+
+#[test]
+fn overcommitted_nodes_score_zero_or_full() {
+    let n = node(&[("cpu", "1"), ("memory", "1Gi")]);
+    let c = cluster(&n, &[&[("cpu", "2"), ("memory", "2Gi")]]);
+    let p = pod("new", None, &[("cpu", "1"), ("memory", "1Gi")]);
+    assert_eq!(score(&Default::default(), &p, &n, &c), 0);
+    assert_eq!(
+        score(&args("scoringStrategy: {type: MostAllocated}"), &p, &n, &c),
+        100
+    );
+}
+
+#[test]
+fn extended_resources_score_only_when_requested_and_present() {
+    let a = args(
+        "scoringStrategy: {type: LeastAllocated, resources: [{name: cpu}, {name: example.com/gpu, weight: 2}]}",
+    );
+    // gpu: 2 allocatable, 1 in use, pod asks 1 → requested 2: least 0.
+    // cpu: 4000m; the existing pod requests no cpu and counts 100m (non-zero
+    // default), the pod 1000m → (4000 - 1100) × 100 / 4000 = 72. (72 + 2×0) / 3 = 24.
+    let n = node(NODE);
+    let c = cluster(&n, &[&[("example.com/gpu", "1")]]);
+    let gpu = pod("new", None, &[("cpu", "1"), ("example.com/gpu", "1")]);
+    assert_eq!(score(&a, &gpu, &n, &c), 24);
+    let plain = pod("new", None, &[("cpu", "1")]);
+    assert_eq!(score(&a, &plain, &n, &c), 72, "gpu left out of the weights");
+    let no_gpu_node = node(&[("cpu", "4")]);
+    assert_eq!(
+        score(&a, &gpu, &no_gpu_node, &c),
+        72,
+        "node without the resource (same name, so the same usage)"
+    );
+    let empty = node(&[]);
+    assert_eq!(score(&a, &gpu, &empty, &c), 0, "nothing allocatable");
+}
+
+#[test]
+fn ephemeral_storage_and_untracked_names_in_scoring() {
+    let a = args(
+        "scoringStrategy: {type: MostAllocated, resources: [{name: ephemeral-storage}, {name: pods, weight: 5}]}",
+    );
+    let n = node(NODE);
+    let c = cluster(&n, &[&[("ephemeral-storage", "4Gi")]]);
+    let p = pod("new", None, &[("ephemeral-storage", "1Gi")]);
+    assert_eq!(score(&a, &p, &n, &c), 50, "5Gi of 10Gi; pods never scored");
+}
+
+#[test]
+fn args_defaults_and_round_trip() {
+    let d = args("{}");
+    assert_eq!(d, NodeResourcesFitArgs::default());
+    assert_eq!(d.scoring_strategy.kind, ScoringStrategyType::LeastAllocated);
+    assert_eq!(
+        d.scoring_strategy.resources,
+        [ResourceSpec::new("cpu", 1), ResourceSpec::new("memory", 1)]
+    );
+    let a = args("scoringStrategy: {type: MostAllocated, resources: [{name: cpu, weight: 0}]}");
+    assert_eq!(a.scoring_strategy.resources, [ResourceSpec::new("cpu", 1)]);
+    let json = serde_json::to_value(&a).unwrap();
+    assert_eq!(json["scoringStrategy"]["type"], "MostAllocated");
+    assert_eq!(json["scoringStrategy"]["resources"][0]["weight"], 1);
+    let back: NodeResourcesFitArgs = serde_json::from_value(json).unwrap();
+    assert_eq!(back, a);
+    let empty = args("scoringStrategy: {type: MostAllocated, resources: []}");
+    assert_eq!(
+        empty.scoring_strategy.resources.len(),
+        2,
+        "empty means default"
+    );
+}
+
+#[test]
+fn bad_args_are_rejected() {
+    let err = |yaml: &str| {
+        serde_yaml_ng::from_str::<NodeResourcesFitArgs>(yaml)
+            .unwrap_err()
+            .to_string()
+    };
+    assert!(err("ignoredResource: [x]").contains("unknown field"));
+    assert!(err("scoringStrategy: {resources: [{name: cpu}]}").contains("type"));
+    assert!(err("scoringStrategy: {type: Balanced}").contains("unknown variant"));
+    let e = err("scoringStrategy: {type: RequestedToCapacityRatio}");
+    assert!(e.contains("not supported by placer"), "{e}");
+    let e = err("scoringStrategy: {type: LeastAllocated, requestedToCapacityRatio: {shape: []}}");
+    assert!(e.contains("not supported by placer"), "{e}");
+    let e = err("scoringStrategy: {type: LeastAllocated, resources: [{name: cpu, weight: 101}]}");
+    assert!(
+        e.contains("resource weight of cpu not in valid range (0, 100]"),
+        "{e}"
+    );
+    assert!(
+        err("scoringStrategy: {type: LeastAllocated, resources: [{name: cpu, weight: -1}]}")
+            .contains("not in valid range")
+    );
+    let e = err("scoringStrategy: {type: LeastAllocated, resources: [{name: cpu}, {name: cpu}]}");
+    assert!(e.contains("resources[1].name: duplicate"), "{e}");
+    assert!(
+        err("scoringStrategy: {type: LeastAllocated, resources: [{name: ''}]}")
+            .contains("non-empty")
+    );
+    assert!(
+        err("scoringStrategy: {type: LeastAllocated, resources: [{name: cpu, extra: 1}]}")
+            .contains("unknown field")
+    );
+    let e = err("ignoredResourceGroups: [example.com/gpu]");
+    assert!(e.contains("resource group name can't contain '/'"), "{e}");
+    assert!(err("ignoredResources: ['-bad']").contains("ignoredResources[0]"));
+    assert!(err("ignoredResources: ['Example.com/gpu']").contains("not a qualified name"));
+}
+
+#[test]
+fn resource_name_classes_match_kubernetes() {
+    for name in ["example.com/gpu", "nvidia.com/gpu", "foo.bar/baz-1"] {
+        assert!(is_extended_resource_name(name), "{name}");
+    }
+    for name in [
+        "cpu",
+        "hugepages-2Mi",
+        "kubernetes.io/foo",
+        "requests.example.com/x",
+        "example.com/-bad",
+    ] {
+        assert!(!is_extended_resource_name(name), "{name}");
+    }
+    assert!(is_scalar_resource_name("hugepages-1Gi"));
+    assert!(is_scalar_resource_name("attachable-volumes-aws-ebs"));
+    assert!(is_scalar_resource_name("example.com/gpu"));
+    assert!(!is_scalar_resource_name("pods"));
+    assert!(is_qualified_name("a.b/c_d.e-f"));
+    assert!(!is_qualified_name("a/b/c"));
+    assert!(!is_qualified_name(&"x".repeat(64)));
+}
