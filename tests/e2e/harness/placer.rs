@@ -26,21 +26,39 @@ pub struct Placer {
     kubeconfig: PathBuf,
     log: PathBuf,
     port: u16,
+    mode: &'static str,
+    extra_args: Vec<String>,
 }
 
 impl Placer {
-    /// Writes `policy` (YAML) to the test dir, starts placer on a free port and waits for `/readyz`.
+    /// Writes `policy` (YAML) to the test dir, starts placer in extender mode
+    /// on a free port and waits for `/readyz`.
     pub async fn start(env: &TestEnv, policy: &str) -> anyhow::Result<Self> {
-        let policy_path = env.dir().join("policy.yaml");
+        Self::start_with(env, policy, "placer", "extender", &[]).await
+    }
+
+    /// Like [`Placer::start`] in `mode` (`extender`, `standalone`, `both`) with
+    /// `extra_args` (e.g. `--leader-elect`); `name` tells several placers of
+    /// one test apart (policy file, log file).
+    pub async fn start_with(
+        env: &TestEnv,
+        policy: &str,
+        name: &str,
+        mode: &'static str,
+        extra_args: &[&str],
+    ) -> anyhow::Result<Self> {
+        let policy_path = env.dir().join(format!("{name}-policy.yaml"));
         std::fs::write(&policy_path, policy)?;
-        let log = env.dir().join("placer.log");
-        env.register_log("placer", &log);
+        let log = env.dir().join(format!("{name}.log"));
+        env.register_log(name, &log);
         let mut placer = Self {
             process: None,
             policy: policy_path,
             kubeconfig: env.cluster().kubeconfig().to_owned(),
             log,
             port: free_port(),
+            mode,
+            extra_args: extra_args.iter().map(|a| (*a).to_string()).collect(),
         };
         placer.restart().await?;
         Ok(placer)
@@ -93,7 +111,8 @@ impl Placer {
         );
         let mut cmd = Command::new(binary);
         cmd.arg("serve")
-            .arg("--mode=extender")
+            .arg(format!("--mode={}", self.mode))
+            .args(&self.extra_args)
             .arg(format!("--policy={}", self.policy.display()))
             .arg(format!("--listen=127.0.0.1:{}", self.port))
             .arg(format!("--kubeconfig={}", self.kubeconfig.display()))
