@@ -72,6 +72,40 @@ pub trait PreEnqueuePlugin: Plugin {
     fn pre_enqueue(&self, pod: &PodInfo) -> Status;
 }
 
+/// Implements [`Plugin`] for a plugin type: its name and the extension
+/// points it takes part in, e.g.
+/// `placer::plugin!(NetQos, "NetQoS", [pre_score, score]);`.
+/// Points: `queue_sort`, `pre_enqueue`, `pre_filter`, `filter`, `pre_score`, `score`.
+#[macro_export]
+macro_rules! plugin {
+    ($ty:ty, $name:expr, [$($point:ident),* $(,)?]) => {
+        impl $crate::framework::Plugin for $ty {
+            fn name(&self) -> &'static str {
+                $name
+            }
+            $($crate::plugin!(@as $point);)*
+        }
+    };
+    (@as queue_sort) => {
+        fn as_queue_sort(&self) -> Option<&dyn $crate::framework::QueueSortPlugin> { Some(self) }
+    };
+    (@as pre_enqueue) => {
+        fn as_pre_enqueue(&self) -> Option<&dyn $crate::framework::PreEnqueuePlugin> { Some(self) }
+    };
+    (@as pre_filter) => {
+        fn as_pre_filter(&self) -> Option<&dyn $crate::framework::PreFilterPlugin> { Some(self) }
+    };
+    (@as filter) => {
+        fn as_filter(&self) -> Option<&dyn $crate::framework::FilterPlugin> { Some(self) }
+    };
+    (@as pre_score) => {
+        fn as_pre_score(&self) -> Option<&dyn $crate::framework::PreScorePlugin> { Some(self) }
+    };
+    (@as score) => {
+        fn as_score(&self) -> Option<&dyn $crate::framework::ScorePlugin> { Some(self) }
+    };
+}
+
 /// Runs once per pod before any Filter. May store data for Filter in the
 /// cycle state. `Skip` disables this plugin's Filter for the pod; a rejection
 /// rejects every node with this status.

@@ -10,9 +10,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::cache::ClusterState;
-use crate::framework::{
-    CycleState, FilterPlugin, NodeInfo, Plugin, PodInfo, PreFilterPlugin, Status,
-};
+use crate::framework::{CycleState, FilterPlugin, NodeInfo, PodInfo, PreFilterPlugin, Status};
 use crate::policy::fields::NonEmpty;
 
 /// Plugin name in the policy.
@@ -95,17 +93,7 @@ impl CapabilityFilter {
     }
 }
 
-impl Plugin for CapabilityFilter {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-    fn as_pre_filter(&self) -> Option<&dyn PreFilterPlugin> {
-        Some(self)
-    }
-    fn as_filter(&self) -> Option<&dyn FilterPlugin> {
-        Some(self)
-    }
-}
+crate::plugin!(CapabilityFilter, NAME, [pre_filter, filter]);
 
 impl PreFilterPlugin for CapabilityFilter {
     fn pre_filter(&self, state: &mut CycleState, pod: &PodInfo, _: &ClusterState) -> Status {

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cache::ClusterState;
 use crate::framework::{
-    CycleState, NodeInfo, NodeScore, Plugin, PodInfo, PreScorePlugin, ScorePlugin, Status,
+    CycleState, NodeInfo, NodeScore, PodInfo, PreScorePlugin, ScorePlugin, Status,
 };
 use crate::policy::fields::{NonEmpty, Score};
 
@@ -102,17 +102,7 @@ impl NetQos {
     }
 }
 
-impl Plugin for NetQos {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-    fn as_pre_score(&self) -> Option<&dyn PreScorePlugin> {
-        Some(self)
-    }
-    fn as_score(&self) -> Option<&dyn ScorePlugin> {
-        Some(self)
-    }
-}
+crate::plugin!(NetQos, NAME, [pre_score, score]);
 
 impl PreScorePlugin for NetQos {
     fn pre_score(

@@ -38,8 +38,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::cache::ClusterState;
 use crate::framework::{
-    CycleState, FilterPlugin, NodeInfo, NodeScore, Plugin, PodInfo, PreFilterPlugin,
-    PreScorePlugin, ScorePlugin, Status,
+    CycleState, FilterPlugin, NodeInfo, NodeScore, PodInfo, PreFilterPlugin, PreScorePlugin,
+    ScorePlugin, Status,
 };
 use crate::plugins::helper::default_normalize_score;
 
@@ -581,23 +581,7 @@ struct PreFilterState(RequiredNodeAffinity);
 /// The pod's parsed preferred terms, written in PreScore.
 struct PreScoreState(PreferredTerms);
 
-impl Plugin for NodeAffinity {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-    fn as_pre_filter(&self) -> Option<&dyn PreFilterPlugin> {
-        Some(self)
-    }
-    fn as_filter(&self) -> Option<&dyn FilterPlugin> {
-        Some(self)
-    }
-    fn as_pre_score(&self) -> Option<&dyn PreScorePlugin> {
-        Some(self)
-    }
-    fn as_score(&self) -> Option<&dyn ScorePlugin> {
-        Some(self)
-    }
-}
+crate::plugin!(NodeAffinity, NAME, [pre_filter, filter, pre_score, score]);
 
 impl PreFilterPlugin for NodeAffinity {
     fn pre_filter(&self, state: &mut CycleState, pod: &PodInfo, _: &ClusterState) -> Status {

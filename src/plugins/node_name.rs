@@ -12,7 +12,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::cache::ClusterState;
-use crate::framework::{CycleState, FilterPlugin, NodeInfo, Plugin, PodInfo, Status};
+use crate::framework::{CycleState, FilterPlugin, NodeInfo, PodInfo, Status};
 
 /// Plugin name in the policy.
 pub const NAME: &str = "NodeName";
@@ -36,14 +36,7 @@ impl NodeName {
     }
 }
 
-impl Plugin for NodeName {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-    fn as_filter(&self) -> Option<&dyn FilterPlugin> {
-        Some(self)
-    }
-}
+crate::plugin!(NodeName, NAME, [filter]);
 
 impl FilterPlugin for NodeName {
     fn filter(&self, _: &CycleState, pod: &PodInfo, node: &NodeInfo, _: &ClusterState) -> Status {

@@ -17,9 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cache::ClusterState;
 use crate::framework::pod::HostPort;
-use crate::framework::{
-    CycleState, FilterPlugin, NodeInfo, Plugin, PodInfo, PreFilterPlugin, Status,
-};
+use crate::framework::{CycleState, FilterPlugin, NodeInfo, PodInfo, PreFilterPlugin, Status};
 
 /// Plugin name in the policy.
 pub const NAME: &str = "NodePorts";
@@ -87,17 +85,7 @@ impl WantedPort {
     }
 }
 
-impl Plugin for NodePorts {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-    fn as_pre_filter(&self) -> Option<&dyn PreFilterPlugin> {
-        Some(self)
-    }
-    fn as_filter(&self) -> Option<&dyn FilterPlugin> {
-        Some(self)
-    }
-}
+crate::plugin!(NodePorts, NAME, [pre_filter, filter]);
 
 impl PreFilterPlugin for NodePorts {
     fn pre_filter(&self, state: &mut CycleState, pod: &PodInfo, _: &ClusterState) -> Status {

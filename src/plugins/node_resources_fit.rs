@@ -47,8 +47,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::cache::{ClusterState, NodeUsage};
 use crate::framework::{
-    Code, CycleState, FilterPlugin, MAX_NODE_SCORE, NodeInfo, NodeScore, Plugin, PodInfo,
-    PreFilterPlugin, PreScorePlugin, Resources, ScorePlugin, Status,
+    Code, CycleState, FilterPlugin, MAX_NODE_SCORE, NodeInfo, NodeScore, PodInfo, PreFilterPlugin,
+    PreScorePlugin, Resources, ScorePlugin, Status,
 };
 use crate::policy::fields::NonEmpty;
 
@@ -453,23 +453,11 @@ struct FitRequest {
 /// The pod's request per scored resource, in `resources` order (written in PreScore).
 struct ScoreRequests(Vec<i64>);
 
-impl Plugin for NodeResourcesFit {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-    fn as_pre_filter(&self) -> Option<&dyn PreFilterPlugin> {
-        Some(self)
-    }
-    fn as_filter(&self) -> Option<&dyn FilterPlugin> {
-        Some(self)
-    }
-    fn as_pre_score(&self) -> Option<&dyn PreScorePlugin> {
-        Some(self)
-    }
-    fn as_score(&self) -> Option<&dyn ScorePlugin> {
-        Some(self)
-    }
-}
+crate::plugin!(
+    NodeResourcesFit,
+    NAME,
+    [pre_filter, filter, pre_score, score]
+);
 
 impl PreFilterPlugin for NodeResourcesFit {
     fn pre_filter(&self, state: &mut CycleState, pod: &PodInfo, _: &ClusterState) -> Status {

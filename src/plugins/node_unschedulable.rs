@@ -10,7 +10,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::cache::ClusterState;
-use crate::framework::{CycleState, FilterPlugin, NodeInfo, Plugin, PodInfo, Status};
+use crate::framework::{CycleState, FilterPlugin, NodeInfo, PodInfo, Status};
 use crate::plugins::helper::tolerations_tolerate;
 
 /// Plugin name in the policy.
@@ -38,14 +38,7 @@ impl NodeUnschedulable {
     }
 }
 
-impl Plugin for NodeUnschedulable {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-    fn as_filter(&self) -> Option<&dyn FilterPlugin> {
-        Some(self)
-    }
-}
+crate::plugin!(NodeUnschedulable, NAME, [filter]);
 
 impl FilterPlugin for NodeUnschedulable {
     fn filter(&self, _: &CycleState, pod: &PodInfo, node: &NodeInfo, _: &ClusterState) -> Status {

@@ -7,7 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::framework::{Plugin, QueueSortPlugin, QueuedPodInfo};
+use crate::framework::{QueueSortPlugin, QueuedPodInfo};
 
 /// Plugin name in the policy.
 pub const NAME: &str = "PrioritySort";
@@ -28,14 +28,7 @@ impl PrioritySort {
     }
 }
 
-impl Plugin for PrioritySort {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-    fn as_queue_sort(&self) -> Option<&dyn QueueSortPlugin> {
-        Some(self)
-    }
-}
+crate::plugin!(PrioritySort, NAME, [queue_sort]);
 
 impl QueueSortPlugin for PrioritySort {
     fn less(&self, a: &QueuedPodInfo, b: &QueuedPodInfo) -> bool {

@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::framework::{Plugin, PodInfo, PreEnqueuePlugin, Status};
+use crate::framework::{PodInfo, PreEnqueuePlugin, Status};
 
 /// Plugin name in the policy.
 pub const NAME: &str = "SchedulingGates";
@@ -27,14 +27,7 @@ impl SchedulingGates {
     }
 }
 
-impl Plugin for SchedulingGates {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-    fn as_pre_enqueue(&self) -> Option<&dyn PreEnqueuePlugin> {
-        Some(self)
-    }
-}
+crate::plugin!(SchedulingGates, NAME, [pre_enqueue]);
 
 impl PreEnqueuePlugin for SchedulingGates {
     /// Go's `fmt.Sprintf("waiting for scheduling gates: %v", gates)` prints

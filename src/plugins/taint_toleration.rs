@@ -20,8 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cache::ClusterState;
 use crate::framework::{
-    CycleState, FilterPlugin, NodeInfo, NodeScore, Plugin, PodInfo, PreScorePlugin, ScorePlugin,
-    Status,
+    CycleState, FilterPlugin, NodeInfo, NodeScore, PodInfo, PreScorePlugin, ScorePlugin, Status,
 };
 use crate::plugins::helper::{default_normalize_score, tolerates_taint};
 
@@ -52,20 +51,7 @@ impl TaintToleration {
 /// (effect `PreferNoSchedule` or empty), written in PreScore.
 struct PreferNoScheduleTolerations(Vec<Toleration>);
 
-impl Plugin for TaintToleration {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-    fn as_filter(&self) -> Option<&dyn FilterPlugin> {
-        Some(self)
-    }
-    fn as_pre_score(&self) -> Option<&dyn PreScorePlugin> {
-        Some(self)
-    }
-    fn as_score(&self) -> Option<&dyn ScorePlugin> {
-        Some(self)
-    }
-}
+crate::plugin!(TaintToleration, NAME, [filter, pre_score, score]);
 
 impl FilterPlugin for TaintToleration {
     fn filter(&self, _: &CycleState, pod: &PodInfo, node: &NodeInfo, _: &ClusterState) -> Status {

@@ -24,7 +24,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::cache::ClusterState;
-use crate::framework::{CycleState, Plugin, PodInfo, PreFilterPlugin, Status};
+use crate::framework::{CycleState, PodInfo, PreFilterPlugin, Status};
 
 /// Plugin name in the policy.
 pub const NAME: &str = "VolumeBinding";
@@ -48,14 +48,7 @@ impl VolumeBinding {
     }
 }
 
-impl Plugin for VolumeBinding {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-    fn as_pre_filter(&self) -> Option<&dyn PreFilterPlugin> {
-        Some(self)
-    }
-}
+crate::plugin!(VolumeBinding, NAME, [pre_filter]);
 
 impl PreFilterPlugin for VolumeBinding {
     fn pre_filter(&self, _: &mut CycleState, pod: &PodInfo, _: &ClusterState) -> Status {

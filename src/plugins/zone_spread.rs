@@ -13,8 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cache::{ClusterState, CountDimension, CountSelector};
 use crate::framework::{
-    CycleState, MAX_NODE_SCORE, NodeInfo, NodeScore, Plugin, PodInfo, PreScorePlugin, ScorePlugin,
-    Status,
+    CycleState, MAX_NODE_SCORE, NodeInfo, NodeScore, PodInfo, PreScorePlugin, ScorePlugin, Status,
 };
 use crate::policy::fields::NonEmpty;
 
@@ -143,17 +142,7 @@ impl ZoneSpread {
     }
 }
 
-impl Plugin for ZoneSpread {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-    fn as_pre_score(&self) -> Option<&dyn PreScorePlugin> {
-        Some(self)
-    }
-    fn as_score(&self) -> Option<&dyn ScorePlugin> {
-        Some(self)
-    }
-}
+crate::plugin!(ZoneSpread, NAME, [pre_score, score]);
 
 impl PreScorePlugin for ZoneSpread {
     fn pre_score(

@@ -41,9 +41,7 @@ use std::collections::HashMap;
 use k8s_openapi::api::core::v1::{PodAffinityTerm, WeightedPodAffinityTerm};
 use serde::{Deserialize, Serialize};
 
-use crate::framework::{
-    FilterPlugin, NodeInfo, Plugin, PodInfo, PreFilterPlugin, PreScorePlugin, ScorePlugin,
-};
+use crate::framework::{NodeInfo, PodInfo};
 use crate::plugins::label_selector;
 
 /// Plugin name in the policy.
@@ -130,23 +128,11 @@ impl InterPodAffinity {
     }
 }
 
-impl Plugin for InterPodAffinity {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-    fn as_pre_filter(&self) -> Option<&dyn PreFilterPlugin> {
-        Some(self)
-    }
-    fn as_filter(&self) -> Option<&dyn FilterPlugin> {
-        Some(self)
-    }
-    fn as_pre_score(&self) -> Option<&dyn PreScorePlugin> {
-        Some(self)
-    }
-    fn as_score(&self) -> Option<&dyn ScorePlugin> {
-        Some(self)
-    }
-}
+crate::plugin!(
+    InterPodAffinity,
+    NAME,
+    [pre_filter, filter, pre_score, score]
+);
 
 /// The four term lists of a pod's `spec.affinity`, empty when absent.
 struct Terms<'a> {

@@ -41,9 +41,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde::{Deserialize, Serialize};
 
 use crate::cache::ClusterState;
-use crate::framework::{
-    FilterPlugin, NodeInfo, Plugin, PodInfo, PreFilterPlugin, PreScorePlugin, ScorePlugin,
-};
+use crate::framework::{NodeInfo, PodInfo};
 use crate::plugins::helper::tolerates_taint;
 use crate::plugins::label_selector;
 use crate::plugins::node_affinity::RequiredNodeAffinity;
@@ -130,23 +128,11 @@ impl PodTopologySpread {
     }
 }
 
-impl Plugin for PodTopologySpread {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-    fn as_pre_filter(&self) -> Option<&dyn PreFilterPlugin> {
-        Some(self)
-    }
-    fn as_filter(&self) -> Option<&dyn FilterPlugin> {
-        Some(self)
-    }
-    fn as_pre_score(&self) -> Option<&dyn PreScorePlugin> {
-        Some(self)
-    }
-    fn as_score(&self) -> Option<&dyn ScorePlugin> {
-        Some(self)
-    }
-}
+crate::plugin!(
+    PodTopologySpread,
+    NAME,
+    [pre_filter, filter, pre_score, score]
+);
 
 /// `whenUnsatisfiable` of hard constraints.
 const DO_NOT_SCHEDULE: &str = "DoNotSchedule";

@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use super::*;
 use crate::framework::{Code, CycleState, NodeScore, Status};
+use crate::framework::{FilterPlugin, PreFilterPlugin, PreScorePlugin, ScorePlugin};
 
 /// A cluster under construction, with its nodes in insertion order.
 #[derive(Default)]
