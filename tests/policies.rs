@@ -81,6 +81,7 @@ fn the_root_policy_has_an_extender_and_a_standalone_profile() {
         "NodePorts",
         "PodTopologySpread",
         "InterPodAffinity",
+        "VolumeBinding",
     ] {
         assert!(
             names.contains(&safety),
