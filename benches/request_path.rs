@@ -12,9 +12,13 @@
 //!   distribution (p50/p90/p99/max), the "p99 server time" of SPEC §11.
 //!   `PLACER_BENCH_ITERS` sets the number of timed cycles (default 1000).
 //! - `loop`: runs the 5,000-name, 150,000-pod cycle `PLACER_BENCH_ITERS`
-//!   times (default 2000) and nothing else, for `perf record` / callgrind.
+//!   times (default 2000) and nothing else, for `perf record` / callgrind
+//!   (`PLACER_BENCH_NODES`, `PLACER_BENCH_PODS`, `PLACER_BENCH_SHAPE=full`
+//!   change the case).
 //! - `breakdown`: medians of each stage of the 5,000-name cycle (body
 //!   decode, name resolution, plugins, result building, encode).
+//! - `probe`: per-node costs of the primitives the path is built from (name
+//!   lookups, dedup set, label lookups, body decode variants).
 //! - `fixtures`: writes the load-test inputs into `PLACER_BENCH_OUT`
 //!   (a snapshot for `placer serve --snapshot` and request bodies).
 
@@ -64,7 +68,9 @@ fn main() {
         Ok("breakdown") => breakdown(),
         Ok("probe") => probe(),
         Ok(other) => {
-            eprintln!("PLACER_BENCH={other:?}: expected unset, \"latency\" or \"fixtures\"");
+            eprintln!(
+                "PLACER_BENCH={other:?}: expected unset, latency, loop, breakdown, probe or fixtures"
+            );
             std::process::exit(2);
         }
         Err(_) => {

@@ -7,11 +7,13 @@
 #      and full-nodes shapes at 500 / 5,000 / 15,000 nodes, 0 and 150,000 pods;
 #   3. times 1,000 single 5,000-name cycles with Instant (p50/p90/p99), and the
 #      stages of that cycle (where the time goes);
-#   4. generates a 5,000-node, 150,000-pod snapshot, starts
+#   4. counts the instructions of one cycle with callgrind at 0 and 150,000
+#      pods (the pod-independence check, immune to other load on the machine);
+#   5. generates a 5,000-node, 150,000-pod snapshot, starts
 #      `placer serve --snapshot` on 127.0.0.1, and loads /filter and
 #      /prioritize with wrk (500 names per request), reading the server-side
 #      request_duration histogram from /metrics when the build has it;
-#   5. prints a summary (also written to $OUT/summary.md).
+#   6. prints a summary (also written to $OUT/summary.md).
 #
 # Everything stays on this machine: the load generator talks to 127.0.0.1 only,
 # every run is bounded in time, and the server is stopped at the end.
@@ -19,7 +21,8 @@
 # Knobs (environment): BENCH_OUT (results, default target/bench-run),
 # BENCH_DURATION (per wrk run, default 10s), BENCH_PORT (default 18888),
 # BENCH_CONNECTIONS (wrk connections of the throughput runs, default 4),
-# BENCH_SKIP_CRITERION=1 (reuse target/criterion from an earlier run).
+# BENCH_SKIP_CRITERION=1 (reuse target/criterion from an earlier run),
+# BENCH_SKIP_ICOUNT=1 (skip the callgrind step).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -75,6 +78,26 @@ echo "load average before latency: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$OUT/mac
 PLACER_BENCH=latency PLACER_BENCH_ITERS=1000 "$BENCH_BIN" | tee "$OUT/latency.txt" >&2
 step "stage breakdown of the 5,000-name cycle"
 PLACER_BENCH=breakdown PLACER_BENCH_ITERS=300 "$BENCH_BIN" | tee "$OUT/breakdown.txt" >&2
+
+# --- instruction counts: independent of the machine's other load -------------
+# callgrind counts the instructions of the whole process (every thread); the
+# difference between 12 and 2 cycles over 10 is the cost of one cycle, setup
+# excluded. Compares 0 and 150,000 pods without timing noise.
+if [ "${BENCH_SKIP_ICOUNT:-0}" != 1 ] && command -v valgrind >/dev/null; then
+  step "instruction counts per cycle (callgrind), 0 vs 150,000 pods"
+  icount() { # nodes pods iterations
+    PLACER_BENCH=loop PLACER_BENCH_NODES=$1 PLACER_BENCH_PODS=$2 PLACER_BENCH_ITERS=$3 \
+      valgrind --tool=callgrind --callgrind-out-file=/dev/null "$BENCH_BIN" 2>&1 |
+      awk '/refs:/ {gsub(",", "", $NF); print $NF}'
+  }
+  : >"$OUT/icount.txt"
+  for case in "500 0" "500 150000" "5000 0" "5000 150000"; do
+    set -- $case
+    a=$(icount "$1" "$2" 2)
+    b=$(icount "$1" "$2" 12)
+    echo "names nodes=$1 pods=$2 instructions/cycle=$(((b - a) / 10))" | tee -a "$OUT/icount.txt" >&2
+  done
+fi
 
 # --- load run against the real listener ---------------------------------------
 step "fixtures: 5,000-node / 150,000-pod snapshot and 500-name bodies"
@@ -189,6 +212,18 @@ print("```\n")
 print("```")
 print(open(os.path.join(out, "breakdown.txt")).read().rstrip())
 print("```\n")
+
+icount = os.path.join(out, "icount.txt")
+if os.path.exists(icount):
+    print("## Instructions per cycle (callgrind; independent of other load on the machine)\n")
+    print("| case | instructions/cycle | per node |")
+    print("| --- | ---: | ---: |")
+    for line in open(icount):
+        m = re.match(r"names nodes=(\d+) pods=(\d+) instructions/cycle=(\d+)", line)
+        if m:
+            n, p, i = (int(x) for x in m.groups())
+            print(f"| names, {n} nodes, {p} pods | {i:,} | {i // n:,} |")
+    print()
 
 def hist_quantiles(before, after, verb):
     """Approximate quantiles from the server's request_duration histogram deltas."""

@@ -70,8 +70,14 @@ impl Binder {
                 _ => {}
             }
         }
+        // The API server's own message reads best in an event; kube's
+        // Display of an API error adds a debug dump of the Status.
+        let why = match &err {
+            kube::Error::Api(status) => status.message.clone(),
+            other => other.to_string(),
+        };
         Err(format!(
-            "binding pod {}/{} to node {} failed: {err}",
+            "binding pod {}/{} to node {} failed: {why}",
             args.pod_namespace, args.pod_name, args.node
         ))
     }

@@ -12,8 +12,11 @@
 mod harness;
 
 mod bind;
+mod differential;
 mod extender;
 mod freshness;
 mod manifests;
 mod outage;
 mod smoke;
+mod standalone;
+mod throughput;

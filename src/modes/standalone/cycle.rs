@@ -98,8 +98,9 @@ pub fn schedule_one(
                     rejection.message()
                 ),
             },
+            // kube-scheduler states a PreFilter rejection once, not per node.
             _ => Failure::Unschedulable {
-                message: fit_error_message(total, &vec![rejection.clone(); total]),
+                message: format!("0/{total} nodes are available: {}.", rejection.message()),
             },
         });
     }
@@ -214,6 +215,27 @@ mod tests {
                 .unwrap_err()
                 .message()
                 .starts_with("0/0 nodes")
+        );
+    }
+
+    #[test]
+    fn pre_filter_rejection_is_stated_once() {
+        let f = framework(
+            "apiVersion: placer/v1alpha1\nkind: Policy\nprofiles:\n- schedulerName: s\n  plugins:\n  - name: VolumeBinding\n",
+        );
+        let c = cluster(&[("a", "z1", false), ("b", "z2", false)]);
+        let mut p = pod(false);
+        p.spec = Arc::new(crate::framework::pod::PodSpecInfo {
+            pvc_claims: vec!["data".into()],
+            ..Default::default()
+        });
+        let err = schedule_one(&f, &p, &c, &TieRotation::default()).unwrap_err();
+        let reason = crate::plugins::volume_binding::REASON_PREFIX;
+        assert_eq!(
+            err,
+            Failure::Unschedulable {
+                message: format!("0/2 nodes are available: {reason}: claim data.")
+            }
         );
     }
 

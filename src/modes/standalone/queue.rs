@@ -10,6 +10,9 @@
 //!
 //! Pods rejected by a PreEnqueue plugin (scheduling gates) are held outside
 //! all three until they change. Deleted or bound pods leave the queue.
+//! A popped pod is *in flight* until it is requeued or done: updates seen
+//! meanwhile are kept for its requeue instead of queueing it a second time,
+//! and a pod deleted meanwhile is not requeued.
 //! Entries are keyed by `namespace/name`; heaps use lazy deletion (a
 //! generation per key), so removal and update are O(log n).
 
@@ -123,6 +126,8 @@ struct Inner {
     active: BinaryHeap<ActiveItem>,
     backoff: BinaryHeap<BackoffItem>,
     next_generation: u64,
+    /// Popped pods not yet requeued or done, with the latest update seen meanwhile.
+    in_flight: HashMap<String, Option<Arc<PodInfo>>>,
 }
 
 /// The queue; shared between the informer handlers and the scheduling loop.
@@ -151,6 +156,7 @@ impl SchedulingQueue {
                 active: BinaryHeap::new(),
                 backoff: BinaryHeap::new(),
                 next_generation: 0,
+                in_flight: HashMap::new(),
             }),
             ready: Notify::new(),
             sort,
@@ -169,12 +175,25 @@ impl SchedulingQueue {
     }
 
     /// A new or updated unscheduled pod. A pod waiting in backoff or as
-    /// unschedulable is retried at once when it changes, as kube-scheduler does.
+    /// unschedulable is retried at once when it changes, as kube-scheduler does;
+    /// an update that changes nothing scheduling reads (such as the
+    /// `PodScheduled` condition placer itself just wrote) leaves it waiting.
+    /// An update of a pod in flight is kept for its requeue.
     pub fn add_or_update(&self, pod: PodInfo) {
         let key = key_of(&pod);
         let pod = Arc::new(pod);
         let admitted = (self.pre_enqueue)(&pod).is_success();
         let mut inner = self.inner.lock();
+        if let Some(latest) = inner.in_flight.get_mut(&key) {
+            *latest = Some(pod);
+            return;
+        }
+        if let Some(e) = inner.entries.get_mut(&key)
+            && *e.info.pod == *pod
+        {
+            e.info.pod = pod;
+            return;
+        }
         let now = Instant::now();
         let previous = inner.entries.get(&key).map(|e| (e.info.clone(), e.place));
         let was_active = previous.as_ref().map(|(_, p)| *p) == Some(Place::Active);
@@ -201,20 +220,41 @@ impl SchedulingQueue {
         self.place(&mut inner, key, info, place, now);
     }
 
-    /// Removes a pod (deleted, or bound by someone else).
+    /// Removes a pod (deleted, or bound by someone else); if it is in flight,
+    /// its requeue will drop it.
     pub fn delete(&self, namespace: &str, name: &str) {
-        self.inner
-            .lock()
-            .entries
-            .remove(&format!("{namespace}/{name}"));
+        let key = format!("{namespace}/{name}");
+        let mut inner = self.inner.lock();
+        inner.entries.remove(&key);
+        inner.in_flight.remove(&key);
+    }
+
+    /// Whether the pod was popped and is not yet requeued or done.
+    pub fn is_in_flight(&self, pod: &PodInfo) -> bool {
+        self.inner.lock().in_flight.contains_key(&key_of(pod))
+    }
+
+    /// The popped pod was bound (or dropped): it is no longer in flight.
+    pub fn done(&self, pod: &PodInfo) {
+        self.inner.lock().in_flight.remove(&key_of(pod));
     }
 
     /// Returns a failed pod to the queue: to the unschedulable pool when no
-    /// node fits (until a cluster event), else to backoff.
-    pub fn requeue(&self, mut info: QueuedPodInfo, unschedulable: bool) {
+    /// node fits (until a cluster event), else to backoff. A pod deleted while
+    /// in flight is dropped; one updated meanwhile goes to backoff in its
+    /// latest version.
+    pub fn requeue(&self, mut info: QueuedPodInfo, mut unschedulable: bool) {
         info.attempts += 1;
         let key = key_of(&info.pod);
         let mut inner = self.inner.lock();
+        match inner.in_flight.remove(&key) {
+            None => return,
+            Some(Some(latest)) => {
+                unschedulable &= *latest == *info.pod;
+                info.pod = latest;
+            }
+            Some(None) => {}
+        }
         let place = if unschedulable {
             Place::Unschedulable
         } else {
@@ -291,11 +331,15 @@ impl SchedulingQueue {
                 });
                 self.ready.notify_one();
             }
-            Place::Backoff => inner.backoff.push(BackoffItem {
-                until: std::cmp::Reverse(backoff_until),
-                key: key.clone(),
-                generation,
-            }),
+            Place::Backoff => {
+                inner.backoff.push(BackoffItem {
+                    until: std::cmp::Reverse(backoff_until),
+                    key: key.clone(),
+                    generation,
+                });
+                // A waiting `pop` must learn of the new deadline.
+                self.ready.notify_one();
+            }
             Place::Unschedulable | Place::Gated => {}
         }
         inner.entries.insert(
@@ -346,6 +390,7 @@ impl SchedulingQueue {
                 .is_some_and(|e| e.generation == item.generation && e.place == Place::Active);
             if current {
                 inner.entries.remove(&item.key);
+                inner.in_flight.insert(item.key, None);
                 return Some(item.info);
             }
         }
@@ -526,6 +571,79 @@ mod tests {
         q.delete("ns", "d");
         assert!(q.try_pop().is_none());
         assert_eq!(q.lengths(), QueueLengths::default());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn requeue_to_backoff_wakes_a_waiting_pop() {
+        let q = Arc::new(queue());
+        q.add_or_update(pod("a", 0));
+        let a = q.try_pop().unwrap();
+        let q2 = q.clone();
+        // The loop waits in `pop` on an empty queue while `a` is being bound.
+        let waiter = tokio::spawn(async move { q2.pop().await.pod.name.clone() });
+        tokio::task::yield_now().await;
+        q.requeue(a, false);
+        let popped = tokio::time::timeout(Duration::from_secs(5), waiter).await;
+        assert_eq!(popped.expect("pod retried after its backoff").unwrap(), "a");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn unchanged_updates_keep_the_backoff_changed_ones_end_it() {
+        let q = queue();
+        q.add_or_update(pod("a", 0));
+        let a = q.try_pop().unwrap();
+        q.requeue(a, false);
+        // e.g. the PodScheduled condition placer wrote: nothing scheduling reads.
+        q.add_or_update(pod("a", 0));
+        assert_eq!(q.lengths().backoff, 1);
+        assert!(q.try_pop().is_none(), "still backing off");
+        let mut changed = pod("a", 0);
+        changed.labels.insert("app".into(), "x".into());
+        q.add_or_update(changed);
+        assert_eq!(names(&q), ["a"]);
+
+        let b = pod("b", 0);
+        q.add_or_update(b.clone());
+        let b_info = q.try_pop().unwrap();
+        q.requeue(b_info, true);
+        q.add_or_update(b);
+        assert_eq!(
+            q.lengths().unschedulable,
+            1,
+            "unchanged: still unschedulable"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn pods_in_flight_are_not_queued_twice_nor_requeued_once_deleted() {
+        let q = queue();
+        q.add_or_update(pod("a", 0));
+        let a = q.try_pop().unwrap();
+        let mut changed = pod("a", 0);
+        changed.labels.insert("app".into(), "x".into());
+        q.add_or_update(changed);
+        assert_eq!(q.lengths(), QueueLengths::default(), "a is in flight");
+        assert!(q.try_pop().is_none());
+        // Unschedulable, but the pod changed meanwhile: backoff, with the update.
+        q.requeue(a, true);
+        assert_eq!(q.lengths().backoff, 1);
+        tokio::time::advance(Duration::from_millis(1001)).await;
+        let a = q.try_pop().unwrap();
+        assert_eq!(a.pod.labels.get("app").map(String::as_str), Some("x"));
+
+        q.delete("ns", "a");
+        q.requeue(a, false);
+        assert_eq!(
+            q.lengths(),
+            QueueLengths::default(),
+            "deleted while in flight"
+        );
+
+        q.add_or_update(pod("b", 0));
+        let b = q.try_pop().unwrap();
+        q.done(&b.pod);
+        q.add_or_update(pod("b", 0));
+        assert_eq!(names(&q), ["b"], "a new version after done is queued again");
     }
 
     #[tokio::test(start_paused = true)]

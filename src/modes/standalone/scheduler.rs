@@ -11,7 +11,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
-use tokio::sync::{Semaphore, watch as signal};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch as signal};
 use tracing::{debug, info, warn};
 
 use super::cycle::{Failure, TieRotation, schedule_one};
@@ -138,6 +138,7 @@ impl Standalone {
         let policy = self.state.policy.load();
         let Some(framework) = policy.profile(&pod.scheduler_name).cloned() else {
             debug!(pod = %pod.key(), "no profile for the pod any more; dropping it");
+            self.queue.done(&pod);
             return;
         };
         let result = {
@@ -154,10 +155,7 @@ impl Standalone {
                     return;
                 };
                 let this = self.clone();
-                tokio::spawn(async move {
-                    this.bind(info, placement.node).await;
-                    drop(permit);
-                });
+                tokio::spawn(async move { this.bind(info, placement.node, permit).await });
             }
             Err(failure) => {
                 let unschedulable = matches!(failure, Failure::Unschedulable { .. });
@@ -168,12 +166,16 @@ impl Standalone {
                 });
                 debug!(pod = %pod.key(), reason = failure.message(), "pod did not fit");
                 self.queue.requeue(info, unschedulable);
-                self.reporter.failed(&pod, &failure).await;
+                // Reporting is two API calls; the next pod need not wait for them.
+                let reporter = self.reporter.clone();
+                tokio::spawn(async move { reporter.failed(&pod, &failure).await });
             }
         }
     }
 
-    async fn bind(&self, info: QueuedPodInfo, node: String) {
+    /// Binds, holding a bind slot only for the API call itself: the event
+    /// that follows must not keep the next pod's bind waiting.
+    async fn bind(&self, info: QueuedPodInfo, node: String, slot: OwnedSemaphorePermit) {
         let pod = info.pod.clone();
         let args = ExtenderBindingArgs {
             pod_name: pod.name.clone(),
@@ -183,6 +185,7 @@ impl Standalone {
         };
         let started = Instant::now();
         let result = self.binder.bind(&args).await;
+        drop(slot);
         let metrics = &self.state.metrics;
         metrics.bound(result.is_ok(), started.elapsed().as_secs_f64());
         match result {
@@ -191,6 +194,7 @@ impl Standalone {
                     .scheduling_duration
                     .observe(info.timestamp.elapsed().as_secs_f64());
                 info!(pod = %pod.key(), node = %node, "bound pod");
+                self.queue.done(&pod);
                 self.reporter.scheduled(&pod, &node).await;
             }
             Err(e) => {
@@ -221,6 +225,16 @@ async fn watch_unscheduled(client: Client, state: AppState, queue: Arc<Schedulin
         match event {
             Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p)) => {
                 let pod = PodInfo::from(&p);
+                // A late event of a pod placer already bound (in the cache with a
+                // node, no longer in flight) must not queue it a second time.
+                let placed = state
+                    .cache
+                    .read()
+                    .pod(&pod.namespace, &pod.name)
+                    .is_some_and(|c| c.uid == pod.uid && c.node_name.is_some());
+                if placed && !queue.is_in_flight(&pod) {
+                    continue;
+                }
                 if names.contains(&pod.scheduler_name)
                     && !pod.is_terminal()
                     && p.metadata.deletion_timestamp.is_none()

@@ -10,7 +10,11 @@
 //!   capability policy, zone layouts;
 //! - `wait`: bound pods, `PodScheduled` conditions, `FailedScheduling` events;
 //! - `logs`: lines and `key=value` fields of placer's and kube-scheduler's logs;
-//! - `manifests`: loading `manifests/` and applying it with server-side dry run.
+//! - `manifests`: loading `manifests/` and applying it with server-side dry run;
+//! - `compare` and `bind_watch`: standalone placer and stock kube-scheduler running the same
+//!   plugins; when and where each pod of a namespace got bound;
+//! - `standalone`: placer as the only scheduler: the shipped standalone profile under the test's
+//!   scheduler name, events and FitError texts, the leader-election Lease, restricted identities.
 //!
 //! Plumbing: `process` (children that die with the test binary, logs), `workdir` (temp dirs that
 //! are removed even after a crash), `probe` (free ports, readiness), `pki` (certificates), `ids`.
@@ -18,6 +22,8 @@
 // The harness is a library for all test modules; not every item is used by every test.
 #![allow(dead_code, unused_imports)]
 
+pub mod bind_watch;
+pub mod compare;
 mod control_plane;
 mod env;
 mod fixtures;
@@ -31,6 +37,7 @@ mod probe;
 mod process;
 mod scenario;
 mod scheduler;
+mod standalone;
 mod wait;
 mod workdir;
 
@@ -44,4 +51,8 @@ pub use scenario::{
     capability_policy, zone_spread_policy,
 };
 pub use scheduler::{ExtenderConfig, Scheduler, SchedulerConfig, ScorePlugins};
+pub use standalone::{
+    FOREIGN_NODE_REASONS, REPORTING_CONTROLLER, check_fit_error, fit_error,
+    shipped_leader_election_rules, shipped_standalone_rules, standalone_policy,
+};
 pub use wait::SCHEDULING_TIMEOUT;

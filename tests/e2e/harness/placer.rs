@@ -47,6 +47,26 @@ impl Placer {
         mode: &'static str,
         extra_args: &[&str],
     ) -> anyhow::Result<Self> {
+        Self::start_as(
+            env,
+            policy,
+            name,
+            mode,
+            extra_args,
+            env.cluster().kubeconfig(),
+        )
+        .await
+    }
+
+    /// Like [`Placer::start_with`] with the identity of `kubeconfig` instead of the admin's.
+    pub async fn start_as(
+        env: &TestEnv,
+        policy: &str,
+        name: &str,
+        mode: &'static str,
+        extra_args: &[&str],
+        kubeconfig: &Path,
+    ) -> anyhow::Result<Self> {
         let policy_path = env.dir().join(format!("{name}-policy.yaml"));
         std::fs::write(&policy_path, policy)?;
         let log = env.dir().join(format!("{name}.log"));
@@ -54,7 +74,7 @@ impl Placer {
         let mut placer = Self {
             process: None,
             policy: policy_path,
-            kubeconfig: env.cluster().kubeconfig().to_owned(),
+            kubeconfig: kubeconfig.to_owned(),
             log,
             port: free_port(),
             mode,
@@ -72,6 +92,11 @@ impl Placer {
     /// The listening port.
     pub fn port(&self) -> u16 {
         self.port
+    }
+
+    /// The process id while placer runs (standalone identities are `placer-<pid>`).
+    pub fn pid(&self) -> Option<u32> {
+        self.process.as_ref().map(ChildProcess::pid)
     }
 
     /// placer's log file (stdout and stderr of every start).

@@ -103,6 +103,11 @@ impl ChildProcess {
         &self.name
     }
 
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
     /// The log file receiving stdout and stderr.
     pub fn log_path(&self) -> &Path {
         &self.log

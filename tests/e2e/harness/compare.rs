@@ -1,0 +1,194 @@
+//! Standalone placer next to stock kube-scheduler, both running the same plugins.
+//!
+//! One [`ProfilePlugin`] list renders both placer's policy profile ([`placer_policy`]) and a
+//! kube-scheduler profile ([`KubeSchedulerYaml`]). The kube-scheduler profile disables every
+//! default (`multiPoint: {disabled: [{name: "*"}]}`) and enables exactly the listed plugins in
+//! that order through `multiPoint`, plus `DefaultBinder` (kube-scheduler refuses a profile
+//! without a bind plugin; placer binds without one). So no `PostFilter` (`DefaultPreemption`)
+//! runs and its `FailedScheduling` messages carry no preemption suffix. Both schedulers run their
+//! Filter plugins in list order and stop at a node's first rejection, so the order decides which
+//! reason a node reports: keep the lists in kube-scheduler's default order.
+//!
+//! kube-scheduler's client defaults (`clientConnection` qps 50, burst 100) would throttle it in a
+//! throughput run; the YAML sets both (see [`KubeSchedulerYaml::client_rate`]). placer's kube-rs
+//! client has no client-side rate limit.
+
+use serde_json::{Value, json};
+
+use super::env::TestEnv;
+use super::policy::Policy;
+
+/// One plugin of a profile: name, score weight (`None` for plugins without a Score point) and
+/// args, which both schedulers read with the same schema (`None`: each one's defaults).
+#[derive(Clone, Debug)]
+pub struct ProfilePlugin {
+    /// The plugin name, the same in both schedulers.
+    pub name: &'static str,
+    /// The score weight, for plugins that score.
+    pub weight: Option<u32>,
+    /// The plugin args (placer: `args`; kube-scheduler: `pluginConfig`).
+    pub args: Option<Value>,
+}
+
+/// A plugin without args.
+pub const fn plugin(name: &'static str, weight: Option<u32>) -> ProfilePlugin {
+    ProfilePlugin {
+        name,
+        weight,
+        args: None,
+    }
+}
+
+/// The filter-relevant safety plugins in kube-scheduler's default order (its
+/// `getDefaultPlugins`): queue sort, pre-enqueue gate, then the filters `NodeName`,
+/// `NodeUnschedulable`, `TaintToleration`, `NodeAffinity`, `NodePorts`, `NodeResourcesFit`, with
+/// kube-scheduler's default score weights.
+pub fn safety_filter_plugins() -> Vec<ProfilePlugin> {
+    vec![
+        plugin("SchedulingGates", None),
+        plugin("PrioritySort", None),
+        plugin("NodeName", None),
+        plugin("NodeUnschedulable", None),
+        plugin("TaintToleration", Some(3)),
+        plugin("NodeAffinity", Some(2)),
+        plugin("NodePorts", None),
+        least_allocated_fit(),
+    ]
+}
+
+/// Every kube-scheduler default plugin placer implements, in kube-scheduler's default order and
+/// with its default weights: [`safety_filter_plugins`] plus `VolumeBinding`, `PodTopologySpread`
+/// (no system default constraints: `defaultingType: List`) and `InterPodAffinity`. kube-scheduler's
+/// defaults that placer lacks (`VolumeRestrictions`, `NodeVolumeLimits`, `VolumeZone`,
+/// `DefaultPreemption`, `NodeResourcesBalancedAllocation`, `ImageLocality`) are left out.
+pub fn comparable_plugins() -> Vec<ProfilePlugin> {
+    let mut plugins = safety_filter_plugins();
+    plugins.extend([
+        plugin("VolumeBinding", None),
+        ProfilePlugin {
+            name: "PodTopologySpread",
+            weight: Some(2),
+            args: Some(json!({ "defaultingType": "List" })),
+        },
+        plugin("InterPodAffinity", Some(2)),
+    ]);
+    plugins
+}
+
+/// `NodeResourcesFit` with kube-scheduler's default scoring (`LeastAllocated`, cpu and memory
+/// weight 1), spelled out for both schedulers.
+fn least_allocated_fit() -> ProfilePlugin {
+    ProfilePlugin {
+        name: "NodeResourcesFit",
+        weight: Some(1),
+        args: Some(
+            json!({ "scoringStrategy": { "type": "LeastAllocated", "resources": [
+            { "name": "cpu", "weight": 1 }, { "name": "memory", "weight": 1 },
+        ] } }),
+        ),
+    }
+}
+
+/// A placer policy with one profile `profile` running `plugins` in order (YAML).
+pub fn placer_policy(profile: &str, plugins: &[ProfilePlugin]) -> String {
+    plugins
+        .iter()
+        .fold(Policy::new(profile), |policy, p| {
+            policy.plugin(
+                p.name,
+                p.weight,
+                p.args.clone().unwrap_or_else(|| json!({})),
+            )
+        })
+        .to_yaml()
+}
+
+/// A `KubeSchedulerConfiguration` with one or more profiles of exactly the given plugins.
+#[derive(Clone, Debug)]
+pub struct KubeSchedulerYaml {
+    profiles: Vec<(String, Vec<ProfilePlugin>)>,
+    qps: f64,
+    burst: u32,
+}
+
+impl KubeSchedulerYaml {
+    /// No profiles yet; client rate limits at kube-scheduler's defaults (qps 50, burst 100).
+    pub fn new() -> Self {
+        Self {
+            profiles: Vec::new(),
+            qps: 50.0,
+            burst: 100,
+        }
+    }
+
+    /// Adds a profile `scheduler_name` running exactly `plugins` (plus `DefaultBinder`).
+    #[must_use]
+    pub fn profile(mut self, scheduler_name: &str, plugins: &[ProfilePlugin]) -> Self {
+        self.profiles
+            .push((scheduler_name.to_owned(), plugins.to_vec()));
+        self
+    }
+
+    /// Sets `clientConnection.qps` and `.burst`.
+    #[must_use]
+    pub fn client_rate(mut self, qps: f64, burst: u32) -> Self {
+        self.qps = qps;
+        self.burst = burst;
+        self
+    }
+
+    /// The configuration (JSON, a subset of YAML) reaching the API through the env's kubeconfig.
+    /// Leader election off, pod backoff 1 s doubling to 2 s, as `SchedulerConfig` does.
+    pub fn render(&self, env: &TestEnv) -> String {
+        let profiles: Vec<Value> = self
+            .profiles
+            .iter()
+            .map(|(name, plugins)| {
+                let mut enabled: Vec<Value> = plugins
+                    .iter()
+                    .map(|p| match p.weight {
+                        Some(w) => json!({ "name": p.name, "weight": w }),
+                        None => json!({ "name": p.name }),
+                    })
+                    .collect();
+                enabled.push(json!({ "name": "DefaultBinder" }));
+                let plugin_config: Vec<Value> = plugins
+                    .iter()
+                    .filter_map(|p| {
+                        p.args
+                            .as_ref()
+                            .map(|a| json!({ "name": p.name, "args": a }))
+                    })
+                    .collect();
+                json!({
+                    "schedulerName": name,
+                    "plugins": { "multiPoint": {
+                        "enabled": enabled,
+                        "disabled": [{ "name": "*" }],
+                    } },
+                    "pluginConfig": plugin_config,
+                })
+            })
+            .collect();
+        let config = json!({
+            "apiVersion": "kubescheduler.config.k8s.io/v1",
+            "kind": "KubeSchedulerConfiguration",
+            "clientConnection": {
+                "kubeconfig": env.cluster().kubeconfig(),
+                "qps": self.qps,
+                "burst": self.burst,
+            },
+            "leaderElection": { "leaderElect": false },
+            "podInitialBackoffSeconds": 1,
+            "podMaxBackoffSeconds": 2,
+            "profiles": profiles,
+        });
+        serde_json::to_string_pretty(&config).expect("config serializes")
+    }
+}
+
+impl Default for KubeSchedulerYaml {
+    fn default() -> Self {
+        Self::new()
+    }
+}

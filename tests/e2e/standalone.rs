@@ -1,0 +1,833 @@
+//! placer as the only scheduler of the test's pods (`serve --mode standalone`), running the
+//! standalone profile shipped in `policy.yaml` under the test's scheduler name.
+//!
+//! Each test asserts where pods were bound, or why not, in the words kube-scheduler would use:
+//! the `Scheduled` event's note, the `FailedScheduling` event's FitError text (see
+//! [`check_fit_error`] for how other tests' nodes in the shared cluster enter it) and the pod's
+//! `PodScheduled` condition. Further: a bind that the API server refuses (placer runs with an
+//! identity that may not create `pods/binding`) is rolled back and retried with backoff; two
+//! replicas with `--leader-elect` hand over on a crash and on SIGTERM without binding a pod twice.
+
+use std::collections::BTreeSet;
+use std::ops::ControlFlow;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::harness::logs::{field, lines_with};
+use crate::harness::{
+    HW_REASON, Placer, PodBuilder, REPORTING_CONTROLLER, SCHEDULING_TIMEOUT, TestEnv, ZONE_LABEL,
+    ZonePods, check_fit_error, shipped_leader_election_rules, shipped_standalone_rules,
+};
+
+/// Pod annotation of the shipped standalone profile's CapabilityFilter rule (`policy.yaml`).
+const SHIPPED_HW_ANNOTATION: &str = "myorg.io/require-hw-encrypt";
+/// Node label of that rule.
+const SHIPPED_HW_LABEL: &str = "node.kubernetes.io/hw-encrypt";
+/// The label kube-scheduler's hostname topology and placer's node builders use.
+const HOSTNAME: &str = "kubernetes.io/hostname";
+/// kube-scheduler's reasons, as placer must word them.
+const INSUFFICIENT_CPU: &str = "Insufficient cpu";
+const UNTOLERATED_TAINT: &str = "node(s) had untolerated taint(s)";
+const SELECTOR_MISMATCH: &str = "node(s) didn't match Pod's node affinity/selector";
+const PORTS_TAKEN: &str = "node(s) didn't have free ports for the requested pod ports";
+const SPREAD_VIOLATED: &str = "node(s) didn't match pod topology spread constraints";
+const ANTI_AFFINITY: &str = "node(s) didn't match pod anti-affinity rules";
+/// How long a pod that must not be bound is watched after it was reported unschedulable.
+const STAYS_PENDING: Duration = Duration::from_secs(2);
+/// kube-scheduler's (and placer's) leader-election lease duration.
+const LEASE_DURATION: Duration = Duration::from_secs(15);
+/// How often a candidate looks at the Lease: the 2 s retry period plus up to 0.4 s of jitter.
+const RETRY_PERIOD: Duration = Duration::from_millis(2400);
+
+/// `placer-<pid>`: a replica's identity in the Lease and in its events (no `POD_NAME` here).
+fn identity(placer: &Placer) -> String {
+    format!("placer-{}", placer.pid().expect("placer is running"))
+}
+
+/// The pod has exactly one `Scheduled` event, reported by `placer` (instance `placer-<pid>`),
+/// with the note "Successfully assigned <ns>/<pod> to <node>", never repeated.
+async fn assert_scheduled_event(
+    env: &TestEnv,
+    placer: &Placer,
+    pod: &str,
+    node: &str,
+) -> anyhow::Result<()> {
+    env.wait_pod_event(pod, "Scheduled").await?;
+    let events = env.pod_events(pod, "Scheduled").await?;
+    assert_eq!(events.len(), 1, "{pod}: Scheduled events {events:#?}");
+    let e = &events[0];
+    let expected = format!("Successfully assigned {}/{pod} to {node}", env.namespace());
+    assert_eq!(e.message.as_deref(), Some(expected.as_str()));
+    assert_eq!(e.type_.as_deref(), Some("Normal"));
+    assert_eq!(e.action.as_deref(), Some("Binding"));
+    assert_eq!(e.reporting_component.as_deref(), Some(REPORTING_CONTROLLER));
+    assert_eq!(
+        e.reporting_instance.as_deref(),
+        Some(identity(placer).as_str())
+    );
+    assert!(
+        e.series.is_none() && e.count.unwrap_or(1) <= 1,
+        "{pod}: Scheduled event repeated: {e:#?}"
+    );
+    Ok(())
+}
+
+/// The pod stays unbound with a `FailedScheduling` event (from `placer`) and a
+/// `PodScheduled=False` condition (reason `Unschedulable`) whose texts are kube-scheduler's
+/// FitError for the test's nodes failing with `own` (see [`check_fit_error`]). Returns the
+/// event's message.
+async fn assert_unschedulable(
+    env: &TestEnv,
+    pod: &str,
+    own: &[(usize, &str)],
+) -> anyhow::Result<String> {
+    let event = env.wait_pod_event(pod, "FailedScheduling").await?;
+    let message = event.message.clone().unwrap_or_default();
+    eprintln!("{pod}: FailedScheduling: {message}");
+    let total = check_fit_error(&message, own)?;
+    assert_eq!(event.type_.as_deref(), Some("Warning"));
+    assert_eq!(event.action.as_deref(), Some("Scheduling"));
+    assert_eq!(
+        event.reporting_component.as_deref(),
+        Some(REPORTING_CONTROLLER)
+    );
+    let condition = env.wait_pod_unschedulable(pod).await?;
+    assert_eq!(condition.reason.as_deref(), Some("Unschedulable"));
+    let condition_message = condition.message.unwrap_or_default();
+    // The event keeps the note of the first attempt (events.k8s.io series keep their note); the
+    // condition shows the latest attempt, which differs only if other tests added nodes since.
+    if check_fit_error(&condition_message, own)? == total {
+        assert_eq!(condition_message, message, "{pod}: condition vs event");
+    }
+    env.assert_stays_unbound(pod, STAYS_PENDING).await?;
+    Ok(message)
+}
+
+/// A pod for the test's scheduler pinned to `node` by its hostname label.
+fn pinned(env: &TestEnv, name: &str, node: &str) -> PodBuilder {
+    env.pod(name).node_selector(HOSTNAME, node)
+}
+
+/// The one container of every test pod, with `ports`.
+fn container_with_ports(ports: Value) -> Value {
+    json!([{ "name": "main", "image": "registry.k8s.io/pause:3.10", "ports": ports }])
+}
+
+// ---------------------------------------------------------------------------------------------
+// The business scenarios, with every safety plugin of the shipped profile active.
+// ---------------------------------------------------------------------------------------------
+
+/// Priority-0 pods per zone: a = 3, b = 1, c = 2; zone b also runs five pods of priority 1000,
+/// which `countPods: SamePriority` ignores (counted, they would make b the fullest zone; they
+/// also make b's node the most loaded one for NodeResourcesFit, which ZoneSpread's weight 2
+/// outweighs).
+const ZONE_LAYOUT: [ZonePods; 3] = [
+    ZonePods {
+        zone: "a",
+        same_priority: 3,
+        other_priority: 0,
+    },
+    ZonePods {
+        zone: "b",
+        same_priority: 1,
+        other_priority: 5,
+    },
+    ZonePods {
+        zone: "c",
+        same_priority: 2,
+        other_priority: 0,
+    },
+];
+
+/// ZoneSpread: a new priority-0 pod goes to zone b, the emptiest zone for its priority.
+#[tokio::test]
+async fn zone_spread_prefers_emptiest_zone() -> anyhow::Result<()> {
+    let env = TestEnv::new("sa-zone-spread").await?;
+    let nodes = env.create_zone_layout(&ZONE_LAYOUT).await?;
+    let placer = env.start_standalone("placer", &[]).await?;
+
+    env.create_pod(&env.pod("new")).await?;
+    let node = env.wait_pod_bound("new").await?;
+    assert_eq!(node, nodes[1], "expected zone b's node");
+    assert_scheduled_event(&env, &placer, "new", &node).await
+}
+
+/// NetQoS: pods without `qos=latency-sensitive` are not steered (three of them spread over the
+/// three nodes, one each); latency-sensitive pods then go to the `net=high` node although it is
+/// no emptier than the others.
+#[tokio::test]
+async fn net_qos_steers_latency_sensitive_pods_to_fast_network() -> anyhow::Result<()> {
+    let env = TestEnv::new("sa-net-qos").await?;
+    let nodes = env
+        .create_nodes([
+            env.node("high").label("net", "high"),
+            env.node("low").label("net", "low"),
+            env.node("plain"),
+        ])
+        .await?;
+    let placer = env.start_standalone("placer", &[]).await?;
+
+    let mut spread = BTreeSet::new();
+    for i in 0..3 {
+        env.create_pod(&env.pod(&format!("plain-{i}"))).await?;
+    }
+    for i in 0..3 {
+        spread.insert(env.wait_pod_bound(&format!("plain-{i}")).await?);
+    }
+    assert_eq!(
+        spread,
+        nodes.iter().cloned().collect(),
+        "plain pods should spread one per node"
+    );
+    for i in 0..2 {
+        let name = format!("fast-{i}");
+        env.create_pod(&env.pod(&name).label("qos", "latency-sensitive"))
+            .await?;
+        let node = env.wait_pod_bound(&name).await?;
+        assert_eq!(node, nodes[0], "{name} not on the net=high node");
+        assert_scheduled_event(&env, &placer, &name, &node).await?;
+    }
+    Ok(())
+}
+
+/// CapabilityFilter: annotated pods land only on the labelled node; others anywhere.
+#[tokio::test]
+async fn capability_filter_places_only_on_labelled_node() -> anyhow::Result<()> {
+    let env = TestEnv::new("sa-capability").await?;
+    let nodes = env
+        .create_nodes([
+            env.node("hw").label(SHIPPED_HW_LABEL, "true"),
+            env.node("n2"),
+            env.node("n3"),
+        ])
+        .await?;
+    let placer = env.start_standalone("placer", &[]).await?;
+
+    for i in 0..3 {
+        let pod = env
+            .pod(&format!("secure-{i}"))
+            .annotation(SHIPPED_HW_ANNOTATION, "true");
+        env.create_pod(&pod).await?;
+    }
+    env.create_pod(&env.pod("ordinary")).await?;
+    for i in 0..3 {
+        let name = format!("secure-{i}");
+        let node = env.wait_pod_bound(&name).await?;
+        assert_eq!(node, nodes[0], "{name} not on the labelled node");
+        assert_scheduled_event(&env, &placer, &name, &node).await?;
+    }
+    let node = env.wait_pod_bound("ordinary").await?;
+    assert!(
+        nodes.contains(&node),
+        "ordinary bound to foreign node {node}"
+    );
+    Ok(())
+}
+
+/// CapabilityFilter: with no labelled node the annotated pod stays Pending with placer's reason
+/// for each node; labelling a node (a cluster event) gets it scheduled there.
+#[tokio::test]
+async fn capability_filter_pending_until_node_labelled() -> anyhow::Result<()> {
+    let env = TestEnv::new("sa-capability-pending").await?;
+    let nodes = env.create_nodes([env.node("n1"), env.node("n2")]).await?;
+    let placer = env.start_standalone("placer", &[]).await?;
+
+    env.create_pod(&env.pod("secure").annotation(SHIPPED_HW_ANNOTATION, "true"))
+        .await?;
+    assert_unschedulable(&env, "secure", &[(2, HW_REASON)]).await?;
+
+    env.label_node(&nodes[1], SHIPPED_HW_LABEL, "true").await?;
+    let node = env.wait_pod_bound("secure").await?;
+    assert_eq!(node, nodes[1]);
+    assert_scheduled_event(&env, &placer, "secure", &node).await
+}
+
+// ---------------------------------------------------------------------------------------------
+// The safety plugins: for each, a pod that must land where expected and one that must not land.
+// ---------------------------------------------------------------------------------------------
+
+/// NodeResourcesFit, with events and conditions compared literally: a 6-CPU pod fits only the
+/// 8-CPU node ("Successfully assigned ..."); a 4-CPU pod then fits nowhere (2 + 2 + 8 - 6 CPUs
+/// free), "0/3 nodes are available: 3 Insufficient cpu." plus other tests' nodes.
+#[tokio::test]
+async fn node_resources_fit_and_outcome_reporting() -> anyhow::Result<()> {
+    let env = TestEnv::new("sa-resources").await?;
+    let nodes = env
+        .create_nodes([
+            env.node("small-a").cpu("2"),
+            env.node("small-b").cpu("2"),
+            env.node("big").cpu("8"),
+        ])
+        .await?;
+    let placer = env.start_standalone("placer", &[]).await?;
+
+    env.create_pod(&env.pod("fits").request("cpu", "6")).await?;
+    let node = env.wait_pod_bound("fits").await?;
+    assert_eq!(node, nodes[2]);
+    assert_scheduled_event(&env, &placer, "fits", &node).await?;
+
+    env.create_pod(&env.pod("too-big").request("cpu", "4"))
+        .await?;
+    assert_unschedulable(&env, "too-big", &[(3, INSUFFICIENT_CPU)]).await?;
+    Ok(())
+}
+
+/// TaintToleration (NoSchedule): a tolerating pod pinned to the tainted node lands there; a pod
+/// without the toleration lands on the untainted node, and pinned to the tainted one it stays
+/// Pending.
+#[tokio::test]
+async fn taint_toleration_no_schedule() -> anyhow::Result<()> {
+    let env = TestEnv::new("sa-taints").await?;
+    let nodes = env
+        .create_nodes([
+            env.node("tainted")
+                .taint("e2e.placer.io/dedicated", "gpu", "NoSchedule"),
+            env.node("plain"),
+        ])
+        .await?;
+    let (tainted, plain) = (&nodes[0], &nodes[1]);
+    let placer = env.start_standalone("placer", &[]).await?;
+    let toleration = json!({ "tolerations": [{
+        "key": "e2e.placer.io/dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule",
+    }] });
+
+    env.create_pod_with_spec(&pinned(&env, "tolerant", tainted), toleration)
+        .await?;
+    assert_eq!(&env.wait_pod_bound("tolerant").await?, tainted);
+    assert_scheduled_event(&env, &placer, "tolerant", tainted).await?;
+
+    env.create_pod(&env.pod("intolerant")).await?;
+    assert_eq!(&env.wait_pod_bound("intolerant").await?, plain);
+
+    env.create_pod(&pinned(&env, "intolerant-pinned", tainted))
+        .await?;
+    assert_unschedulable(
+        &env,
+        "intolerant-pinned",
+        &[(1, UNTOLERATED_TAINT), (1, SELECTOR_MISMATCH)],
+    )
+    .await?;
+    Ok(())
+}
+
+/// NodeAffinity: required node affinity by label (matchExpressions) and by name (matchFields)
+/// picks the one matching node; a nodeSelector no node matches keeps the pod Pending.
+#[tokio::test]
+async fn node_affinity_required() -> anyhow::Result<()> {
+    let env = TestEnv::new("sa-node-affinity").await?;
+    let nodes = env
+        .create_nodes([
+            env.node("ssd").label("disk", "ssd"),
+            env.node("hdd").label("disk", "hdd"),
+        ])
+        .await?;
+    let placer = env.start_standalone("placer", &[]).await?;
+    let required = |term: Value| {
+        json!({ "affinity": { "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": { "nodeSelectorTerms": [term] },
+        } } })
+    };
+
+    let by_label = required(json!({ "matchExpressions": [
+        { "key": "disk", "operator": "In", "values": ["ssd", "nvme"] },
+    ] }));
+    env.create_pod_with_spec(&env.pod("wants-ssd"), by_label)
+        .await?;
+    assert_eq!(env.wait_pod_bound("wants-ssd").await?, nodes[0]);
+    assert_scheduled_event(&env, &placer, "wants-ssd", &nodes[0]).await?;
+
+    let by_name = required(json!({ "matchFields": [
+        { "key": "metadata.name", "operator": "In", "values": [nodes[1]] },
+    ] }));
+    env.create_pod_with_spec(&env.pod("wants-hdd-node"), by_name)
+        .await?;
+    assert_eq!(env.wait_pod_bound("wants-hdd-node").await?, nodes[1]);
+
+    env.create_pod(&env.pod("wants-nvme").node_selector("disk", "nvme"))
+        .await?;
+    assert_unschedulable(&env, "wants-nvme", &[(2, SELECTOR_MISMATCH)]).await?;
+    Ok(())
+}
+
+/// NodePorts: two pods asking for host port 8080 land on different nodes; a third finds no node
+/// with the port free.
+#[tokio::test]
+async fn node_ports_conflict() -> anyhow::Result<()> {
+    let env = TestEnv::new("sa-node-ports").await?;
+    let nodes = env.create_nodes([env.node("a"), env.node("b")]).await?;
+    let placer = env.start_standalone("placer", &[]).await?;
+    let host_port = || {
+        json!({ "containers": container_with_ports(json!([
+            { "containerPort": 8080, "hostPort": 8080, "protocol": "TCP" },
+        ])) })
+    };
+
+    env.create_pod_with_spec(&env.pod("web-0"), host_port())
+        .await?;
+    let first = env.wait_pod_bound("web-0").await?;
+    env.create_pod_with_spec(&env.pod("web-1"), host_port())
+        .await?;
+    let second = env.wait_pod_bound("web-1").await?;
+    assert_ne!(first, second, "two pods with host port 8080 on one node");
+    assert!(nodes.contains(&first) && nodes.contains(&second));
+    assert_scheduled_event(&env, &placer, "web-1", &second).await?;
+
+    env.create_pod_with_spec(&env.pod("web-2"), host_port())
+        .await?;
+    assert_unschedulable(&env, "web-2", &[(2, PORTS_TAKEN)]).await?;
+    Ok(())
+}
+
+/// PodTopologySpread (maxSkew 1, DoNotSchedule, over zones): with two `app=web` pods in zone a
+/// and none in zone b, the next one must go to b; the one after that (6 CPUs) would fit only zone
+/// a's node, where it would make the skew 2, so it stays Pending.
+#[tokio::test]
+async fn pod_topology_spread_do_not_schedule() -> anyhow::Result<()> {
+    let env = TestEnv::new("sa-spread").await?;
+    let nodes = env
+        .create_nodes([
+            env.node("a1").label(ZONE_LABEL, &env.zone("a")),
+            env.node("b1").label(ZONE_LABEL, &env.zone("b")).cpu("4"),
+        ])
+        .await?;
+    env.create_bound_pods("web-a", &nodes[0], 2, |p| p.label("app", "web"))
+        .await?;
+    let placer = env.start_standalone("placer", &[]).await?;
+    let spread = json!({ "topologySpreadConstraints": [{
+        "maxSkew": 1, "topologyKey": ZONE_LABEL, "whenUnsatisfiable": "DoNotSchedule",
+        "labelSelector": { "matchLabels": { "app": "web" } },
+    }] });
+
+    env.create_pod_with_spec(&env.pod("spread-0").label("app", "web"), spread.clone())
+        .await?;
+    assert_eq!(env.wait_pod_bound("spread-0").await?, nodes[1]);
+    assert_scheduled_event(&env, &placer, "spread-0", &nodes[1]).await?;
+
+    let big = env.pod("spread-1").label("app", "web").request("cpu", "6");
+    env.create_pod_with_spec(&big, spread).await?;
+    assert_unschedulable(
+        &env,
+        "spread-1",
+        &[(1, SPREAD_VIOLATED), (1, INSUFFICIENT_CPU)],
+    )
+    .await?;
+    Ok(())
+}
+
+/// InterPodAffinity (required anti-affinity, hostname topology): `app=db` pods repel each other,
+/// so the second goes to the node the first left free and the third finds no node.
+#[tokio::test]
+async fn pod_anti_affinity_required_hostname() -> anyhow::Result<()> {
+    let env = TestEnv::new("sa-anti-affinity").await?;
+    let nodes = env.create_nodes([env.node("n1"), env.node("n2")]).await?;
+    let placer = env.start_standalone("placer", &[]).await?;
+    let anti = json!({ "affinity": { "podAntiAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [{
+            "labelSelector": { "matchLabels": { "app": "db" } }, "topologyKey": HOSTNAME,
+        }],
+    } } });
+    let db = |name: &str| env.pod(name).label("app", "db");
+
+    env.create_pod_with_spec(&db("db-0"), anti.clone()).await?;
+    let first = env.wait_pod_bound("db-0").await?;
+    let other = nodes.iter().find(|n| **n != first).expect("two nodes");
+    env.create_pod_with_spec(&db("db-1"), anti.clone()).await?;
+    assert_eq!(&env.wait_pod_bound("db-1").await?, other);
+    assert_scheduled_event(&env, &placer, "db-1", other).await?;
+
+    env.create_pod_with_spec(&db("db-2"), anti).await?;
+    assert_unschedulable(&env, "db-2", &[(2, ANTI_AFFINITY)]).await?;
+    Ok(())
+}
+
+/// VolumeBinding (placer's stand-in): a pod with a PersistentVolumeClaim is not placed silently;
+/// its FailedScheduling text states the PreFilter rejection once, as kube-scheduler does:
+/// "0/N nodes are available: <reason>.".
+#[tokio::test]
+async fn volume_binding_refuses_pods_with_claims() -> anyhow::Result<()> {
+    let env = TestEnv::new("sa-volumes").await?;
+    env.create_nodes([env.node("n1")]).await?;
+    let _placer = env.start_standalone("placer", &[]).await?;
+    let volume = json!({ "volumes": [
+        { "name": "data", "persistentVolumeClaim": { "claimName": "data" } },
+    ] });
+
+    env.create_pod_with_spec(&env.pod("with-claim"), volume)
+        .await?;
+    let event = env.wait_pod_event("with-claim", "FailedScheduling").await?;
+    let message = event.message.unwrap_or_default();
+    eprintln!("with-claim: FailedScheduling: {message}");
+    let total = message
+        .strip_prefix("0/")
+        .and_then(|m| m.split_once(' '))
+        .and_then(|(n, _)| n.parse::<usize>().ok())
+        .unwrap_or(0);
+    assert!(total >= 1, "{message}");
+    assert_eq!(
+        message,
+        format!(
+            "0/{total} nodes are available: placer cannot place pods with PersistentVolumeClaims \
+             yet (volume binding is not implemented): claim data."
+        )
+    );
+    let condition = env.wait_pod_unschedulable("with-claim").await?;
+    assert_eq!(condition.reason.as_deref(), Some("Unschedulable"));
+    env.assert_stays_unbound("with-claim", STAYS_PENDING)
+        .await?;
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Bind failures.
+// ---------------------------------------------------------------------------------------------
+
+/// The shipped `placer-standalone` rules without `pods/binding`.
+fn rules_without_binding() -> anyhow::Result<Value> {
+    let mut rules = shipped_standalone_rules()?;
+    let list = rules.as_array_mut().expect("rules are a list");
+    for rule in list.iter_mut() {
+        if let Some(resources) = rule["resources"].as_array_mut() {
+            resources.retain(|r| r != "pods/binding");
+        }
+    }
+    list.retain(|r| r["resources"].as_array().is_some_and(|rs| !rs.is_empty()));
+    Ok(rules)
+}
+
+/// Pods placer counts in `zone` (`/debug/zones`, every counting dimension; assumed pods count).
+async fn zone_pods(placer: &Placer, zone: &str) -> anyhow::Result<u64> {
+    let views = placer.get_json("/debug/zones").await?;
+    Ok(views
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v["zones"][zone]["pods"].as_object())
+        .flat_map(|pods| pods.values())
+        .filter_map(Value::as_u64)
+        .sum())
+}
+
+/// placer runs with the shipped standalone RBAC rules minus `pods/binding`, so the API server
+/// refuses every Binding. The pod that fits stays unbound; its `FailedScheduling` event and
+/// `PodScheduled` condition (`SchedulerError`) say "binding rejected: ..." with the API server's
+/// refusal; the bind-failure metric counts; attempts repeat, with backoff (not in a hot loop).
+/// The assumed pod is forgotten: `/debug/zones` stops counting it, and a second pod of the same
+/// size, which fits the node only if the first one's CPUs were given back, is placed on it too
+/// (and refused too). Once the rule is granted, exactly one of the two gets bound (and counted)
+/// and the other is then unschedulable for CPU.
+#[tokio::test]
+async fn bind_failure_rolls_back_and_retries_with_backoff() -> anyhow::Result<()> {
+    let env = TestEnv::new("sa-bind-failure").await?;
+    let nodes = env
+        .create_nodes([env.node("only").cpu("4").label(ZONE_LABEL, &env.zone("a"))])
+        .await?;
+    let (node, zone) = (&nodes[0], env.zone("a"));
+    let kubeconfig = env
+        .restricted_kubeconfig("placer-no-bind", rules_without_binding()?)
+        .await?;
+    let placer = env.start_standalone_as("placer", &[], &kubeconfig).await?;
+    let ns = env.namespace();
+
+    env.create_pod(&env.pod("p1").request("cpu", "3")).await?;
+    let event = env.wait_pod_event("p1", "FailedScheduling").await?;
+    let message = event.message.unwrap_or_default();
+    eprintln!("p1: FailedScheduling: {message}");
+    let rejected = format!("binding rejected: binding pod {ns}/p1 to node {node} failed: ");
+    assert!(message.starts_with(&rejected), "{message}");
+    assert!(
+        message.contains(r#"cannot create resource "pods/binding""#),
+        "{message}"
+    );
+    let condition = env.wait_pod_unschedulable("p1").await?;
+    assert_eq!(condition.reason.as_deref(), Some("SchedulerError"));
+    assert!(
+        condition
+            .message
+            .as_deref()
+            .is_some_and(|m| m.starts_with(&rejected)),
+        "{condition:?}"
+    );
+
+    env.poll(
+        "p1 to be forgotten by placer's cache",
+        SCHEDULING_TIMEOUT,
+        || async {
+            Ok(match zone_pods(&placer, &zone).await? {
+                0 => ControlFlow::Break(()),
+                n => ControlFlow::Continue(format!("{n} pods counted in {zone}")),
+            })
+        },
+    )
+    .await?;
+
+    let failures = r#"placer_bind_duration_seconds_count{result="failure"}"#;
+    let successes = r#"placer_bind_duration_seconds_count{result="success"}"#;
+    let attempts = r#"placer_schedule_attempts_total{result="scheduled"}"#;
+    assert!(placer.metric(failures).await?.unwrap_or(0.0) >= 1.0);
+    let before = placer.metric(attempts).await?.unwrap_or(0.0);
+    env.assert_stays_unbound("p1", Duration::from_secs(5))
+        .await?;
+    let after = placer.metric(attempts).await?.unwrap_or(0.0);
+    eprintln!("placement attempts of p1: {before} before, {after} 5 s later");
+    assert!(after > before, "p1 not retried after a failed bind");
+    // Backoff 1 s, 2 s, 4 s, ...: at most 3 further attempts fit into 5 s.
+    assert!(after - before <= 3.0, "p1 retried without backoff");
+    assert_eq!(placer.metric(successes).await?.unwrap_or(0.0), 0.0);
+
+    env.create_pod(&env.pod("p2").request("cpu", "3")).await?;
+    let rejected2 = format!("binding rejected: binding pod {ns}/p2 to node {node} failed: ");
+    env.wait_unschedulable_message("p2", &rejected2).await?;
+
+    let mut full = shipped_standalone_rules()?;
+    assert!(full.to_string().contains("pods/binding"));
+    env.set_restricted_rules("placer-no-bind", full.take())
+        .await?;
+    let (bound, other) = env
+        .poll(
+            "p1 or p2 to be bound once binding is allowed",
+            SCHEDULING_TIMEOUT,
+            || async {
+                for (pod, other) in [("p1", "p2"), ("p2", "p1")] {
+                    let p = env.pods().get(pod).await?;
+                    if p.spec.and_then(|s| s.node_name).is_some() {
+                        return Ok(ControlFlow::Break((pod, other)));
+                    }
+                }
+                Ok(ControlFlow::Continue("both unbound".into()))
+            },
+        )
+        .await?;
+    assert_eq!(&env.wait_pod_bound(bound).await?, node);
+    assert_scheduled_event(&env, &placer, bound, node).await?;
+    let message = env.wait_unschedulable_message(other, "0/").await?;
+    eprintln!("{other} once {bound} is bound: {message}");
+    check_fit_error(&message, &[(1, INSUFFICIENT_CPU)])?;
+    env.assert_stays_unbound(other, STAYS_PENDING).await?;
+    assert!(placer.metric(successes).await?.unwrap_or(0.0) >= 1.0);
+    assert_eq!(zone_pods(&placer, &zone).await?, 1, "only {bound} counts");
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Leader election.
+// ---------------------------------------------------------------------------------------------
+
+/// `--leader-elect` flags for a Lease `name` in the test's namespace.
+fn leader_args(env: &TestEnv, lease: &str) -> Vec<String> {
+    vec![
+        "--leader-elect".into(),
+        format!("--leader-elect-namespace={}", env.namespace()),
+        format!("--leader-elect-lease={lease}"),
+    ]
+}
+
+/// Starts two replicas `placer-a` and `placer-b` electing through `lease`, with the identity
+/// of `kubeconfig`.
+async fn two_replicas(
+    env: &TestEnv,
+    lease: &str,
+    kubeconfig: &Path,
+) -> anyhow::Result<[Placer; 2]> {
+    let args = leader_args(env, lease);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let a = env
+        .start_standalone_as("placer-a", &args, kubeconfig)
+        .await?;
+    let b = env
+        .start_standalone_as("placer-b", &args, kubeconfig)
+        .await?;
+    Ok([a, b])
+}
+
+/// Waits until one replica holds the Lease (by identity) and says so in `placer_leader`, the
+/// other saying 0; returns the leader's index.
+async fn wait_leader(env: &TestEnv, lease: &str, replicas: &[&Placer]) -> anyhow::Result<usize> {
+    env.poll(
+        &format!("one replica to hold Lease {lease}"),
+        LEASE_DURATION * 2,
+        || async {
+            let holder = env.lease_holder(lease).await?;
+            let mut gauges = Vec::new();
+            for r in replicas {
+                gauges.push(r.metric("placer_leader").await?.unwrap_or(-1.0));
+            }
+            let leader = replicas
+                .iter()
+                .position(|r| holder.as_deref() == Some(identity(r).as_str()));
+            Ok(match leader {
+                Some(i)
+                    if gauges
+                        .iter()
+                        .enumerate()
+                        .all(|(j, g)| *g == f64::from(i == j)) =>
+                {
+                    ControlFlow::Break(i)
+                }
+                _ => ControlFlow::Continue(format!("holder {holder:?}, placer_leader {gauges:?}")),
+            })
+        },
+    )
+    .await
+}
+
+/// Polls the Lease every 100 ms until `identity` holds it; returns how long that took.
+async fn wait_holder(env: &TestEnv, lease: &str, identity: &str) -> anyhow::Result<Duration> {
+    let start = Instant::now();
+    env.poll_every(
+        &format!("{identity} to hold Lease {lease}"),
+        LEASE_DURATION * 2,
+        Duration::from_millis(100),
+        || async {
+            Ok(match env.lease_holder(lease).await? {
+                Some(h) if h == identity => ControlFlow::Break(start.elapsed()),
+                other => ControlFlow::Continue(format!("holder {other:?}")),
+            })
+        },
+    )
+    .await
+}
+
+/// Creates pods `<prefix>-0..count` for the test's scheduler.
+async fn create_pods(env: &TestEnv, prefix: &str, count: usize) -> anyhow::Result<Vec<String>> {
+    let mut names = Vec::new();
+    for i in 0..count {
+        let name = format!("{prefix}-{i}");
+        env.create_pod(&env.pod(&name)).await?;
+        names.push(name);
+    }
+    Ok(names)
+}
+
+/// How many "bound pod" lines for `pod` each replica logged.
+fn bind_lines(env: &TestEnv, replicas: &[&Placer], pod: &str) -> anyhow::Result<Vec<usize>> {
+    let key = format!("{}/{pod}", env.namespace());
+    replicas
+        .iter()
+        .map(|r| {
+            Ok(lines_with(r.log_path(), &["bound pod"])?
+                .iter()
+                .filter(|l| field(l, "pod") == Some(key.as_str()))
+                .count())
+        })
+        .collect()
+}
+
+/// Two replicas with `--leader-elect`: exactly one holds the Lease and schedules. After a
+/// `kill -9` of the leader the other takes over once the lease has lapsed, and binds the pods
+/// created meanwhile. As in client-go, a candidate times the lease from when it last saw the
+/// record change (up to one retry period after the last renewal) and checks once per retry
+/// period, so the takeover takes the lease duration plus up to two retry periods. No pod is bound
+/// twice: each pod has exactly one "bound pod" log line across both replicas, from the replica
+/// that led at the time, and exactly one `Scheduled` event.
+#[tokio::test]
+async fn leader_failover_after_kill() -> anyhow::Result<()> {
+    let env = TestEnv::new("sa-leader-kill").await?;
+    let nodes = env
+        .create_nodes([env.node("n1"), env.node("n2"), env.node("n3")])
+        .await?;
+    let lease = "placer-e2e";
+    let mut replicas = two_replicas(&env, lease, env.cluster().kubeconfig()).await?;
+    let leader = wait_leader(&env, lease, &[&replicas[0], &replicas[1]]).await?;
+    let follower = 1 - leader;
+    let follower_id = identity(&replicas[follower]);
+    eprintln!(
+        "leader: {} ({}), follower: {follower_id}",
+        ["placer-a", "placer-b"][leader],
+        identity(&replicas[leader])
+    );
+
+    let before = create_pods(&env, "before", 4).await?;
+    for pod in &before {
+        assert!(nodes.contains(&env.wait_pod_bound(pod).await?));
+    }
+
+    let killed = Instant::now();
+    replicas[leader].kill();
+    let after = create_pods(&env, "after", 4).await?;
+    let takeover = wait_holder(&env, lease, &follower_id).await?;
+    eprintln!("takeover after kill -9 of the leader: {takeover:?}");
+    assert!(
+        takeover <= LEASE_DURATION + RETRY_PERIOD * 2 + Duration::from_secs(2),
+        "takeover took {takeover:?}"
+    );
+    for pod in &after {
+        assert!(nodes.contains(&env.wait_pod_bound(pod).await?));
+    }
+    eprintln!(
+        "pods created at the kill all bound {:?} after it",
+        killed.elapsed()
+    );
+    assert_eq!(replicas[follower].metric("placer_leader").await?, Some(1.0));
+
+    let both = [&replicas[0], &replicas[1]];
+    for (pods, by) in [(&before, leader), (&after, follower)] {
+        for pod in pods {
+            let mut expected = vec![0, 0];
+            expected[by] = 1;
+            assert_eq!(
+                bind_lines(&env, &both, pod)?,
+                expected,
+                "\"bound pod\" lines for {pod} in placer-a, placer-b"
+            );
+            let events = env.pod_events(pod, "Scheduled").await?;
+            assert_eq!(events.len(), 1, "{pod}: Scheduled events {events:#?}");
+            assert!(events[0].series.is_none(), "{pod}: {events:#?}");
+        }
+    }
+    Ok(())
+}
+
+/// SIGTERM to the leader: it stops scheduling, releases the Lease and exits; the Lease is then
+/// free (or already held by the other replica), and the other replica takes over within a retry
+/// period, far sooner than the 15 s a crash costs, and schedules. Both replicas run with the
+/// shipped RBAC rules only (the scheduler's ClusterRole and the leader-election Role's rules,
+/// the latter granted cluster-wide here), so those rules are enough for all of it.
+#[tokio::test]
+async fn leader_releases_lease_on_sigterm() -> anyhow::Result<()> {
+    let env = TestEnv::new("sa-leader-term").await?;
+    let nodes = env.create_nodes([env.node("n1"), env.node("n2")]).await?;
+    let mut rules = shipped_standalone_rules()?;
+    let election = shipped_leader_election_rules()?;
+    rules
+        .as_array_mut()
+        .expect("rules are a list")
+        .extend(election.as_array().into_iter().flatten().cloned());
+    let kubeconfig = env.restricted_kubeconfig("placer", rules).await?;
+    let lease = "placer-e2e";
+    let mut replicas = two_replicas(&env, lease, &kubeconfig).await?;
+    let leader = wait_leader(&env, lease, &[&replicas[0], &replicas[1]]).await?;
+    let follower = 1 - leader;
+    let (leader_id, follower_id) = (identity(&replicas[leader]), identity(&replicas[follower]));
+    let log = replicas[leader].log_path().to_owned();
+
+    env.create_pod(&env.pod("before")).await?;
+    assert!(nodes.contains(&env.wait_pod_bound("before").await?));
+
+    let terminated = Instant::now();
+    replicas[leader].stop();
+    let exited = terminated.elapsed();
+    eprintln!("leader exited {exited:?} after SIGTERM");
+    let released = lines_with(&log, &["released the scheduling Lease"])?;
+    assert_eq!(released.len(), 1, "the leader did not log the release");
+    assert!(
+        !lines_with(&log, &["placer stopped"])?.is_empty(),
+        "the leader did not stop by itself within the grace period"
+    );
+    let holder = env.lease_holder(lease).await?;
+    eprintln!("Lease holder right after the leader exited: {holder:?}");
+    assert_ne!(holder.as_deref(), Some(leader_id.as_str()));
+
+    let takeover = wait_holder(&env, lease, &follower_id).await?;
+    let takeover = takeover + exited;
+    eprintln!("takeover after SIGTERM of the leader: {takeover:?}");
+    assert!(
+        takeover <= RETRY_PERIOD + Duration::from_secs(2),
+        "takeover took {takeover:?}"
+    );
+    env.create_pod(&env.pod("after")).await?;
+    let node = env.wait_pod_bound("after").await?;
+    assert!(nodes.contains(&node));
+    assert_scheduled_event(&env, &replicas[follower], "after", &node).await
+}
