@@ -56,7 +56,7 @@ impl NodeUsage {
 /// from them: pods per node, usage per node, pods per zone.
 #[derive(Debug, Default)]
 pub struct ClusterState {
-    nodes: HashMap<String, Arc<NodeInfo>>,
+    nodes: HashMap<String, Arc<NodeInfo>, foldhash::fast::RandomState>,
     pods: HashMap<String, PodInfo>,
     pods_by_node: HashMap<String, HashSet<String>>,
     usage: HashMap<String, NodeUsage>,

@@ -89,7 +89,7 @@ impl CountDimension {
 }
 
 /// Zone → count for one key of one dimension.
-pub type ZoneCounts = HashMap<String, u64>;
+pub type ZoneCounts = HashMap<String, u64, foldhash::fast::RandomState>;
 
 /// The counts of every configured dimension.
 #[derive(Debug, Default)]

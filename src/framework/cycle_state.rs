@@ -6,13 +6,12 @@
 //! another plugin's by accident.
 
 use std::any::{Any, TypeId};
-use std::collections::HashMap;
 
 /// Typed storage for one cycle. Written in the `Pre*` phases (`&mut`),
 /// read concurrently per node (`&`).
 #[derive(Default)]
 pub struct CycleState {
-    entries: HashMap<TypeId, Box<dyn Any + Send + Sync>>,
+    entries: Vec<(TypeId, Box<dyn Any + Send + Sync>)>,
 }
 
 impl CycleState {
@@ -23,14 +22,20 @@ impl CycleState {
 
     /// Stores `value`, replacing a previous value of the same type.
     pub fn write<T: Any + Send + Sync>(&mut self, value: T) {
-        self.entries.insert(TypeId::of::<T>(), Box::new(value));
+        let id = TypeId::of::<T>();
+        match self.entries.iter_mut().find(|(k, _)| *k == id) {
+            Some((_, v)) => *v = Box::new(value),
+            None => self.entries.push((id, Box::new(value))),
+        }
     }
 
     /// Reads the value of type `T`, if a plugin wrote one.
     pub fn read<T: Any + Send + Sync>(&self) -> Option<&T> {
+        let id = TypeId::of::<T>();
         self.entries
-            .get(&TypeId::of::<T>())
-            .and_then(|b| b.downcast_ref::<T>())
+            .iter()
+            .find(|(k, _)| *k == id)
+            .and_then(|(_, b)| b.downcast_ref::<T>())
     }
 }
 

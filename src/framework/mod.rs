@@ -20,7 +20,7 @@ pub use interface::{
     FilterPlugin, MAX_NODE_SCORE, MIN_NODE_SCORE, NodeScore, Plugin, PreEnqueuePlugin,
     PreFilterPlugin, PreScorePlugin, QueueSortPlugin, QueuedPodInfo, ScorePlugin,
 };
-pub use node::NodeInfo;
+pub use node::{Labels, NodeInfo};
 pub use pod::PodInfo;
 pub use resources::Resources;
 pub use runner::{

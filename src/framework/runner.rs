@@ -17,7 +17,7 @@ use crate::framework::{Code, CycleState, NodeInfo, PodInfo, Status};
 /// Below this many nodes the per-node work is cheaper than handing it to
 /// another thread (measured with the criterion benches: ~0.1 µs per node and
 /// plugin against ~20 µs to wake the pool).
-const PARALLEL_MIN_NODES: usize = 2048;
+const PARALLEL_MIN_NODES: usize = 16_384;
 
 /// Highest score the extender protocol allows (`MaxExtenderPriority`).
 pub const MAX_EXTENDER_SCORE: i64 = 10;

@@ -28,7 +28,7 @@
 //! "node(s) didn't satisfy plugin(s) [NodeAffinity]"), and the resize-deferred
 //! PreFilter `Skip`.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{
@@ -96,11 +96,11 @@ struct LabelRequirement {
 
 impl LabelRequirement {
     /// `Requirement.Matches`.
-    fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+    fn matches(&self, labels: &crate::framework::Labels) -> bool {
         let value = labels.get(&self.key);
         match &self.op {
-            LabelOp::In(values) => value.is_some_and(|v| values.contains(v)),
-            LabelOp::NotIn(values) => value.is_none_or(|v| !values.contains(v)),
+            LabelOp::In(values) => value.is_some_and(|v| values.iter().any(|x| x == v)),
+            LabelOp::NotIn(values) => value.is_none_or(|v| !values.iter().any(|x| x == v)),
             LabelOp::Exists => value.is_some(),
             LabelOp::DoesNotExist => value.is_none(),
             LabelOp::Gt(n) => value
@@ -219,7 +219,7 @@ impl RequiredNodeAffinity {
     pub fn matches(&self, node: &NodeInfo) -> bool {
         self.node_selector
             .iter()
-            .all(|(k, v)| node.labels.get(k) == Some(v))
+            .all(|(k, v)| node.labels.get(k) == Some(v.as_str()))
             && self
                 .terms
                 .as_ref()

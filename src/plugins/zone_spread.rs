@@ -6,7 +6,6 @@
 //! it never saturates, and a node without the zone label scores 0 instead of
 //! failing the cycle.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -129,7 +128,7 @@ pub struct ZoneSpread {
 }
 
 /// Zone → count of pods alike to the current pod (written in PreScore).
-struct ZoneCountsForPod(HashMap<String, u64>);
+struct ZoneCountsForPod(crate::cache::zone_index::ZoneCounts);
 
 impl ZoneSpread {
     /// Builds the plugin from its arguments.

@@ -79,6 +79,11 @@ impl DecodeError {
 
 /// Decodes `bytes` as `T`, reporting the failing field's path and position.
 pub fn from_slice<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, DecodeError> {
+    // Fast path: valid bodies skip serde_path_to_error's per-value tracking;
+    // a failing body is decoded again below to name the failing field.
+    if let Ok(value) = serde_json::from_slice(bytes) {
+        return Ok(value);
+    }
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let value = serde_path_to_error::deserialize(&mut de)
         .map_err(|e| describe(e.path().to_string(), e.inner()))?;

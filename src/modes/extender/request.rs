@@ -49,10 +49,17 @@ pub fn decode(args: ExtenderArgs, cluster: &ClusterState) -> Result<Request, Api
     let mut seen = HashSet::new();
     let (nodes, shape) = match (args.node_names, args.nodes) {
         (Some(names), _) => {
+            let mut fresh = Vec::with_capacity(names.len());
+            {
+                let mut seen_names: HashSet<&str, foldhash::fast::RandomState> =
+                    HashSet::with_capacity_and_hasher(names.len(), Default::default());
+                fresh.extend(names.iter().map(|n| seen_names.insert(n.as_str())));
+            }
             let nodes = names
                 .into_iter()
-                .filter(|n| seen.insert(n.clone()))
-                .map(|name| Requested {
+                .zip(fresh)
+                .filter(|(_, fresh)| *fresh)
+                .map(|(name, _)| Requested {
                     node: cluster.node(&name).cloned(),
                     name,
                     raw: None,
