@@ -15,8 +15,8 @@ use crate::framework::interface::{MAX_NODE_SCORE, MIN_NODE_SCORE, NodeScore, Plu
 use crate::framework::{Code, CycleState, NodeInfo, PodInfo, Status};
 
 /// Below this many nodes the per-node work is cheaper than handing it to
-/// another thread (measured with the criterion benches: ~0.1 µs per node and
-/// plugin against ~20 µs to wake the pool).
+/// another thread: on 2 cores rayon did not pay at 5,000 nodes (~0.08 µs per
+/// node and plugin after the label-store change; see docs/benchmarks.md).
 const PARALLEL_MIN_NODES: usize = 16_384;
 
 /// Highest score the extender protocol allows (`MaxExtenderPriority`).
