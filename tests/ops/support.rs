@@ -680,3 +680,14 @@ pub fn scores(reply: &Reply) -> Vec<(String, i64)> {
 pub fn expect_scores(pairs: &[(&str, i64)]) -> Vec<(String, i64)> {
     pairs.iter().map(|(h, s)| (h.to_string(), *s)).collect()
 }
+
+/// Waits until `client` gets a 200 from `/healthz` at `addr`: the certificate
+/// being served is now one `client` trusts (`what` names the step on failure).
+pub fn wait_until_served(client: &Client, addr: SocketAddr, what: &str) {
+    eventually(what, RELOAD_TIMEOUT, || {
+        client
+            .get(addr, "/healthz")
+            .ok()
+            .filter(|r| r.status == 200)
+    });
+}

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use crate::support::{
     Ca, Client, ConfigMapDir, FILTER_ANSWER, FILTER_NODES, RELOAD_TIMEOUT, Server, api_pod_args,
-    copy_policy, eventually, policy_args, replace_file, tls_args,
+    copy_policy, eventually, policy_args, replace_file, tls_args, wait_until_served,
 };
 
 const SUCCESS: &str = r#"placer_tls_reloads_total{result="success"}"#;
@@ -142,16 +142,7 @@ fn certificate_reload_by_rename_keeps_serving_and_rejects_broken_files() {
         // New key and certificate from another CA, each renamed into place.
         replace_file(&key, &id2.key_pem);
         replace_file(&cert, &id2.cert_pem);
-        eventually(
-            "a client trusting only CA 2 connects",
-            RELOAD_TIMEOUT,
-            || {
-                only2
-                    .get(server.addr, "/healthz")
-                    .ok()
-                    .filter(|r| r.status == 200)
-            },
-        );
+        wait_until_served(&only2, server.addr, "a client trusting only CA 2 connects");
         assert!(
             only1.get(server.addr, "/healthz").is_err(),
             "the CA 1 certificate is still served"
@@ -198,16 +189,7 @@ fn certificate_reload_by_rename_keeps_serving_and_rejects_broken_files() {
 
         // The matching key arrives: now the CA 3 pair is served.
         replace_file(&key, &id3.key_pem);
-        eventually(
-            "a client trusting only CA 3 connects",
-            RELOAD_TIMEOUT,
-            || {
-                only3
-                    .get(server.addr, "/healthz")
-                    .ok()
-                    .filter(|r| r.status == 200)
-            },
-        );
+        wait_until_served(&only3, server.addr, "a client trusting only CA 3 connects");
         eventually("the success counter reaches 2", RELOAD_TIMEOUT, || {
             (server.metric(SUCCESS) == 2.0).then_some(())
         });
@@ -240,28 +222,10 @@ fn certificate_reload_through_a_secret_volume_symlink_swap() {
         let _stop = hammer.stopper();
         s.spawn(|| hammer.run(&any, server.addr));
         volume.swap(&[("tls.crt", &id2.cert_pem), ("tls.key", &id2.key_pem)]);
-        eventually(
-            "a client trusting only CA 2 connects",
-            RELOAD_TIMEOUT,
-            || {
-                only2
-                    .get(server.addr, "/healthz")
-                    .ok()
-                    .filter(|r| r.status == 200)
-            },
-        );
+        wait_until_served(&only2, server.addr, "a client trusting only CA 2 connects");
         // A second swap: the watch survives the first (its old target is gone).
         volume.swap(&[("tls.crt", &id3.cert_pem), ("tls.key", &id3.key_pem)]);
-        eventually(
-            "a client trusting only CA 3 connects",
-            RELOAD_TIMEOUT,
-            || {
-                only3
-                    .get(server.addr, "/healthz")
-                    .ok()
-                    .filter(|r| r.status == 200)
-            },
-        );
+        wait_until_served(&only3, server.addr, "a client trusting only CA 3 connects");
         eventually("the success counter reaches 2", RELOAD_TIMEOUT, || {
             (server.metric(SUCCESS) == 2.0).then_some(())
         });
