@@ -741,6 +741,22 @@ async fn leader_failover_after_kill() -> anyhow::Result<()> {
     let before = create_pods(&env, "before", 4).await?;
     for pod in &before {
         assert!(nodes.contains(&env.wait_pod_bound(pod).await?));
+        // The event follows the binding; a SIGKILLed scheduler (placer or
+        // kube-scheduler alike) loses events it has not sent yet, so kill the
+        // leader only once they are in.
+        env.poll(
+            "the Scheduled event of a pod bound before the kill",
+            SCHEDULING_TIMEOUT,
+            || async {
+                let n = env.pod_events(pod, "Scheduled").await?.len();
+                Ok(if n > 0 {
+                    ControlFlow::Break(())
+                } else {
+                    ControlFlow::Continue(format!("{pod}: {n} events"))
+                })
+            },
+        )
+        .await?;
     }
 
     let killed = Instant::now();

@@ -29,6 +29,10 @@ use crate::protocol::ExtenderBindingArgs;
 /// the API server load bounded).
 const MAX_BINDS_IN_FLIGHT: usize = 16;
 
+/// Upper bound on background tasks (a bind with its event, or a failure
+/// report) that shutdown waits for.
+const MAX_TASKS: u32 = 4096;
+
 /// Only unassigned pods are candidates.
 const UNASSIGNED_PODS: &str = "spec.nodeName=";
 
@@ -41,6 +45,8 @@ pub struct Standalone {
     binder: Arc<Binder>,
     rotation: TieRotation,
     binds: Arc<Semaphore>,
+    /// One permit per background task, so shutdown can wait for all of them.
+    tasks: Arc<Semaphore>,
 }
 
 /// The profiles' scheduler names: pods naming one of them are placer's.
@@ -87,6 +93,7 @@ impl Standalone {
             state,
             rotation: TieRotation::default(),
             binds: Arc::new(Semaphore::new(MAX_BINDS_IN_FLIGHT)),
+            tasks: Arc::new(Semaphore::new(MAX_TASKS as usize)),
         }
     }
 
@@ -125,8 +132,8 @@ impl Standalone {
             };
             this.clone().schedule(next).await;
         }
-        info!("scheduling loop stopping; waiting for binds in flight");
-        let _ = this.binds.acquire_many(MAX_BINDS_IN_FLIGHT as u32).await;
+        info!("scheduling loop stopping; waiting for binds and reports in flight");
+        let _ = this.tasks.acquire_many(MAX_TASKS).await;
         this.state.metrics.leader.set(0);
         if let Some(l) = leadership {
             l.release().await;
@@ -155,7 +162,13 @@ impl Standalone {
                     return;
                 };
                 let this = self.clone();
-                tokio::spawn(async move { this.bind(info, placement.node, permit).await });
+                let Ok(task) = self.tasks.clone().acquire_owned().await else {
+                    return;
+                };
+                tokio::spawn(async move {
+                    this.bind(info, placement.node, permit).await;
+                    drop(task);
+                });
             }
             Err(failure) => {
                 let unschedulable = matches!(failure, Failure::Unschedulable { .. });
@@ -168,7 +181,13 @@ impl Standalone {
                 self.queue.requeue(info, unschedulable);
                 // Reporting is two API calls; the next pod need not wait for them.
                 let reporter = self.reporter.clone();
-                tokio::spawn(async move { reporter.failed(&pod, &failure).await });
+                let Ok(task) = self.tasks.clone().acquire_owned().await else {
+                    return;
+                };
+                tokio::spawn(async move {
+                    reporter.failed(&pod, &failure).await;
+                    drop(task);
+                });
             }
         }
     }
