@@ -7,7 +7,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::cache::ClusterState;
-use crate::framework::{CycleState, Framework, NodeInfo, PodInfo, Status};
+use crate::framework::{Code, CycleState, Framework, NodeInfo, PodInfo, Status};
 
 /// Reason given for a node name that placer's cache does not know.
 pub const NODE_NOT_FOUND: &str = "node not found in placer cache";
@@ -92,6 +92,11 @@ pub struct ScoreRow {
 }
 
 impl FilterRow {
+    /// True when this plugin let the node through (Success, or skipped for the pod).
+    pub fn passed(&self) -> bool {
+        self.status == Code::Success.as_str() || self.status == Code::Skip.as_str()
+    }
+
     fn from_status(s: &Status, plugin: &'static str) -> Self {
         FilterRow {
             plugin: if s.plugin().is_empty() {
@@ -121,7 +126,7 @@ pub fn explain(
             let filters: Vec<FilterRow> = match node {
                 None => vec![FilterRow {
                     plugin: "placer",
-                    status: crate::framework::Code::Unschedulable.as_str(),
+                    status: Code::Unschedulable.as_str(),
                     reason: NODE_NOT_FOUND.to_string(),
                 }],
                 Some(n) => framework
@@ -132,10 +137,7 @@ pub fn explain(
             };
             NodeExplanation {
                 node: name.clone(),
-                feasible: node.is_some()
-                    && filters
-                        .iter()
-                        .all(|f| f.status == "Success" || f.status == "Skip"),
+                feasible: node.is_some() && filters.iter().all(FilterRow::passed),
                 filters,
                 scores: Vec::new(),
                 total: 0,
@@ -239,11 +241,7 @@ impl Explanation {
         let mut table = vec![header];
         let mut notes = Vec::new();
         for n in &self.nodes {
-            let failed: Vec<&FilterRow> = n
-                .filters
-                .iter()
-                .filter(|f| f.status != "Success" && f.status != "Skip")
-                .collect();
+            let failed: Vec<&FilterRow> = n.filters.iter().filter(|f| !f.passed()).collect();
             let filter = if failed.is_empty() {
                 "pass".to_string()
             } else {

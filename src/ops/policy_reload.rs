@@ -2,7 +2,7 @@
 //! old one atomically between requests; an invalid one is rejected, logged
 //! with its position, counted, and the old policy stays in force.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use tracing::{info, warn};
@@ -47,7 +47,7 @@ pub async fn run(path: PathBuf, state: AppState) {
     };
     let mut last = std::fs::read_to_string(&path).ok();
     while watch.changed().await.is_some() {
-        let text = match read(&path) {
+        let text = match std::fs::read_to_string(&path) {
             Ok(t) => t,
             Err(e) => {
                 // Mid-swap or removed: the next event brings the new file.
@@ -64,8 +64,4 @@ pub async fn run(path: PathBuf, state: AppState) {
         }
         last = Some(text);
     }
-}
-
-fn read(path: &Path) -> std::io::Result<String> {
-    std::fs::read_to_string(path)
 }

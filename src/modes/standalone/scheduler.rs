@@ -3,7 +3,6 @@
 //! cache, and bind it asynchronously (bounded) while the next pod is
 //! scheduled. A failed bind forgets the assumed pod and requeues it.
 
-use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -47,18 +46,6 @@ pub struct Standalone {
     binds: Arc<Semaphore>,
     /// One permit per background task, so shutdown can wait for all of them.
     tasks: Arc<Semaphore>,
-}
-
-/// The profiles' scheduler names: pods naming one of them are placer's.
-fn scheduler_names(state: &AppState) -> HashSet<String> {
-    state
-        .policy
-        .load()
-        .policy()
-        .profiles
-        .iter()
-        .map(|p| p.scheduler_name.to_string())
-        .collect()
 }
 
 impl Standalone {
@@ -240,7 +227,6 @@ async fn watch_unscheduled(client: Client, state: AppState, queue: Arc<Schedulin
     let stream = watcher(api, watcher::Config::default().fields(UNASSIGNED_PODS)).default_backoff();
     futures::pin_mut!(stream);
     while let Some(event) = stream.next().await {
-        let names = scheduler_names(&state);
         match event {
             Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p)) => {
                 let pod = PodInfo::from(&p);
@@ -254,7 +240,7 @@ async fn watch_unscheduled(client: Client, state: AppState, queue: Arc<Schedulin
                 if placed && !queue.is_in_flight(&pod) {
                     continue;
                 }
-                if names.contains(&pod.scheduler_name)
+                if state.policy.load().profile(&pod.scheduler_name).is_some()
                     && !pod.is_terminal()
                     && p.metadata.deletion_timestamp.is_none()
                 {
