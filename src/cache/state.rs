@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use crate::cache::zone_index::{CountDimension, ZoneIndex};
 use crate::framework::pod::HostPort;
-use crate::framework::{NodeInfo, PodInfo, Resources};
+use crate::framework::{DisruptionBudget, NodeInfo, PodInfo, Resources};
 
 /// What the pods assigned to one node take from it.
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -61,6 +61,7 @@ pub struct ClusterState {
     pods_by_node: HashMap<String, HashSet<String>>,
     usage: HashMap<String, NodeUsage>,
     zones: ZoneIndex,
+    budgets: HashMap<String, DisruptionBudget>,
 }
 
 impl ClusterState {
@@ -113,6 +114,26 @@ impl ClusterState {
     /// Every assigned pod.
     pub fn pods(&self) -> impl Iterator<Item = &PodInfo> {
         self.pods.values()
+    }
+
+    /// Every PodDisruptionBudget (watched in standalone mode only).
+    pub fn budgets(&self) -> impl Iterator<Item = &DisruptionBudget> {
+        self.budgets.values()
+    }
+
+    /// Adds or replaces a PodDisruptionBudget.
+    pub fn apply_budget(&mut self, budget: DisruptionBudget) {
+        self.budgets.insert(budget.key(), budget);
+    }
+
+    /// Forgets the PodDisruptionBudget `namespace/name`.
+    pub fn delete_budget(&mut self, namespace: &str, name: &str) {
+        self.budgets.remove(&pod_key(namespace, name));
+    }
+
+    /// Replaces every PodDisruptionBudget (after a full relist).
+    pub fn replace_budgets(&mut self, budgets: Vec<DisruptionBudget>) {
+        self.budgets = budgets.into_iter().map(|b| (b.key(), b)).collect();
     }
 
     /// The zone index (read side).

@@ -9,13 +9,14 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 use tracing::{info, warn};
 
 use crate::cache::{Cache, ClusterState};
-use crate::framework::{NodeInfo, PodInfo};
+use crate::framework::{DisruptionBudget, NodeInfo, PodInfo};
 
 /// Only pods bound to a node matter to placer's indexes.
 const ASSIGNED_PODS: &str = "spec.nodeName!=";
@@ -70,6 +71,28 @@ pub async fn watch_pods(client: Client, cache: Arc<Cache>) {
     };
     let config = watcher::Config::default().fields(ASSIGNED_PODS);
     feed(Api::all(client), config, cache, sink).await;
+}
+
+/// Watches PodDisruptionBudgets forever (standalone mode: preemption
+/// prefers victims whose eviction no budget forbids).
+pub async fn watch_budgets(client: Client, cache: Arc<Cache>) {
+    let sink = Sink {
+        kind: "poddisruptionbudget",
+        convert: |b: &PodDisruptionBudget| DisruptionBudget::from(b),
+        apply: ClusterState::apply_budget,
+        delete: |s, b: &PodDisruptionBudget| {
+            let meta = &b.metadata;
+            s.delete_budget(
+                meta.namespace.as_deref().unwrap_or(""),
+                meta.name.as_deref().unwrap_or(""),
+            );
+        },
+        replace: ClusterState::replace_budgets,
+        // Budgets only rank preemption candidates; scheduling need not wait for them.
+        synced: |_| {},
+        apply_is_event: false,
+    };
+    feed(Api::all(client), watcher::Config::default(), cache, sink).await;
 }
 
 /// Applies one watch stream to the cache until the stream ends (it does not).

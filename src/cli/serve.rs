@@ -48,6 +48,9 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             cache.write().set_dimensions(&dims);
             tokio::spawn(watch::watch_nodes(client.clone(), cache.clone()));
             tokio::spawn(watch::watch_pods(client.clone(), cache.clone()));
+            if args.mode.schedules() {
+                tokio::spawn(watch::watch_budgets(client.clone(), cache.clone()));
+            }
             (cache, Some(Arc::new(Binder::new(client))))
         }
     };

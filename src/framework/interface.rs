@@ -10,7 +10,7 @@
 use std::sync::Arc;
 
 use crate::cache::ClusterState;
-use crate::framework::{CycleState, NodeInfo, PodInfo, Status};
+use crate::framework::{CycleState, Framework, NodeInfo, PodInfo, Status};
 
 /// Highest score a score plugin may give a node (kube-scheduler's `MaxNodeScore`).
 pub const MAX_NODE_SCORE: i64 = 100;
@@ -36,6 +36,10 @@ pub trait Plugin: Send + Sync {
     }
     /// This plugin as a Filter plugin, if it is one.
     fn as_filter(&self) -> Option<&dyn FilterPlugin> {
+        None
+    }
+    /// This plugin as a PostFilter plugin, if it is one.
+    fn as_post_filter(&self) -> Option<&dyn PostFilterPlugin> {
         None
     }
     /// This plugin as a PreScore plugin, if it is one.
@@ -75,7 +79,8 @@ pub trait PreEnqueuePlugin: Plugin {
 /// Implements [`Plugin`] for a plugin type: its name and the extension
 /// points it takes part in, e.g.
 /// `placer::plugin!(NetQos, "NetQoS", [pre_score, score]);`.
-/// Points: `queue_sort`, `pre_enqueue`, `pre_filter`, `filter`, `pre_score`, `score`.
+/// Points: `queue_sort`, `pre_enqueue`, `pre_filter`, `filter`, `post_filter`,
+/// `pre_score`, `score`.
 #[macro_export]
 macro_rules! plugin {
     ($ty:ty, $name:expr, [$($point:ident),* $(,)?]) => {
@@ -97,6 +102,9 @@ macro_rules! plugin {
     };
     (@as filter) => {
         fn as_filter(&self) -> Option<&dyn $crate::framework::FilterPlugin> { Some(self) }
+    };
+    (@as post_filter) => {
+        fn as_post_filter(&self) -> Option<&dyn $crate::framework::PostFilterPlugin> { Some(self) }
     };
     (@as pre_score) => {
         fn as_pre_score(&self) -> Option<&dyn $crate::framework::PreScorePlugin> { Some(self) }
@@ -126,6 +134,66 @@ pub trait FilterPlugin: Plugin {
         node: &NodeInfo,
         cluster: &ClusterState,
     ) -> Status;
+}
+
+/// What filtering found for a pod no node fits: every node with the status
+/// that rejected it (a PreFilter rejection stands for every node).
+#[derive(Debug, Clone, Copy)]
+pub struct Diagnosis<'a> {
+    /// Nodes evaluated.
+    pub total: usize,
+    /// The rejected nodes with their first rejecting status.
+    pub failed: &'a [(Arc<NodeInfo>, Status)],
+}
+
+/// A node the pod is nominated to once the victims are gone.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Nomination {
+    /// The node.
+    pub node: String,
+    /// Pods to evict from it, most important first.
+    pub victims: Vec<PodInfo>,
+}
+
+/// What should happen to the pod's `status.nominatedNodeName` after a
+/// failed attempt (kube-scheduler's `NominatingInfo`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum Nominating {
+    /// Leave it as it is.
+    #[default]
+    Unchanged,
+    /// Clear it: the pod has no node waiting for it.
+    Clear,
+    /// Evict the victims and nominate the node.
+    Nominate(Nomination),
+}
+
+/// A PostFilter plugin's (or the whole PostFilter point's) answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PostFilterResult {
+    /// `Success` when a nomination was found; otherwise why not. Its
+    /// message is appended to the FitError message.
+    pub status: Status,
+    /// What to do with the pod's nomination.
+    pub nominating: Nominating,
+}
+
+/// Runs when no node fits a pod (standalone mode), to make it fit in a later
+/// attempt, typically by preemption. Plugins only decide: the scheduling loop
+/// evicts the victims and writes the nomination.
+pub trait PostFilterPlugin: Plugin {
+    /// Looks for a way to make `pod` fit. `handle` runs the profile's PreFilter
+    /// and Filter plugins; to try hypothetical states the plugin may remove
+    /// pods from `cluster` and put them back (kube-scheduler's mutable
+    /// snapshot), which costs O(pods moved) instead of a copy of the cluster.
+    /// It must leave `cluster` exactly as it found it.
+    fn post_filter(
+        &self,
+        handle: &Framework,
+        pod: &PodInfo,
+        diagnosis: &Diagnosis<'_>,
+        cluster: &mut ClusterState,
+    ) -> PostFilterResult;
 }
 
 /// Runs once per pod before any Score, with the nodes that passed filtering.

@@ -5,8 +5,10 @@
 //! [`Framework::filter_nodes`] and [`Framework::score`], `/explain` and
 //! `placer score` call [`explain()`].
 
+mod budget;
 mod cycle_state;
 pub mod explain;
+mod fit_error;
 pub mod interface;
 mod node;
 pub mod pod;
@@ -14,11 +16,14 @@ pub mod resources;
 mod runner;
 mod status;
 
+pub use budget::DisruptionBudget;
 pub use cycle_state::CycleState;
 pub use explain::{Explanation, NODE_NOT_FOUND, explain};
+pub use fit_error::{ReasonHistogram, fit_error_message};
 pub use interface::{
-    FilterPlugin, MAX_NODE_SCORE, MIN_NODE_SCORE, NodeScore, Plugin, PreEnqueuePlugin,
-    PreFilterPlugin, PreScorePlugin, QueueSortPlugin, QueuedPodInfo, ScorePlugin,
+    Diagnosis, FilterPlugin, MAX_NODE_SCORE, MIN_NODE_SCORE, NodeScore, Nominating, Nomination,
+    Plugin, PostFilterPlugin, PostFilterResult, PreEnqueuePlugin, PreFilterPlugin, PreScorePlugin,
+    QueueSortPlugin, QueuedPodInfo, ScorePlugin,
 };
 pub use node::{Labels, NodeInfo};
 pub use pod::PodInfo;

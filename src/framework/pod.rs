@@ -37,7 +37,36 @@ pub struct PodInfo {
     pub phase: Option<String>,
     /// The placement requirements in the spec (shared: cheap to clone).
     pub spec: Arc<PodSpecInfo>,
+    /// What preemption reads (standalone mode).
+    pub preemption: PreemptionInfo,
 }
+
+/// The fields DefaultPreemption reads, from the spec and the status.
+///
+/// Equality looks at the spec part only: a pod whose status alone changed
+/// (placer just wrote its `nominatedNodeName`) is not a changed pod for the
+/// scheduling queue, as kube-scheduler ignores status-only updates.
+#[derive(Debug, Clone, Default)]
+pub struct PreemptionInfo {
+    /// `spec.preemptionPolicy: Never`: the pod waits rather than evicting others.
+    pub never: bool,
+    /// `status.nominatedNodeName`.
+    pub nominated_node: Option<String>,
+    /// `status.startTime` in seconds since the epoch; `None` until a kubelet starts the pod.
+    pub start_time: Option<i64>,
+    /// Being deleted after a scheduler preempted it: a deletion timestamp and
+    /// a `DisruptionTarget` condition with reason `PreemptionByScheduler`.
+    pub terminating_by_preemption: bool,
+}
+
+impl PartialEq for PreemptionInfo {
+    fn eq(&self, other: &Self) -> bool {
+        self.never == other.never
+    }
+}
+
+/// `preemptionPolicy` value that keeps a pod from preempting.
+const PREEMPT_NEVER: &str = "Never";
 
 /// What a pod's spec asks of its node, reduced to what the filters read.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -189,7 +218,32 @@ impl From<&Pod> for PodInfo {
                 spec.map(|s| spec_from_api(meta.name.as_deref().unwrap_or(""), s))
                     .unwrap_or_default(),
             ),
+            preemption: preemption_from_api(pod),
         }
+    }
+}
+
+fn preemption_from_api(pod: &Pod) -> PreemptionInfo {
+    let status = pod.status.as_ref();
+    let preempted = status
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "DisruptionTarget"))
+        .is_some_and(|c| {
+            c.status == "True" && c.reason.as_deref() == Some("PreemptionByScheduler")
+        });
+    PreemptionInfo {
+        never: pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.preemption_policy.as_deref())
+            == Some(PREEMPT_NEVER),
+        nominated_node: status
+            .and_then(|s| s.nominated_node_name.clone())
+            .filter(|n| !n.is_empty()),
+        start_time: status
+            .and_then(|s| s.start_time.as_ref())
+            .map(|t| t.0.as_second()),
+        terminating_by_preemption: pod.metadata.deletion_timestamp.is_some() && preempted,
     }
 }
 
@@ -261,11 +315,13 @@ impl<'de> Deserialize<'de> for PodInfo {
         let wire = WirePod::deserialize(d)?;
         let meta = wire.metadata.unwrap_or_default();
         let mut spec = wire.spec.unwrap_or_default();
-        let (priority, scheduler_name, node_name) = (
+        let (priority, scheduler_name, node_name, preemption_policy) = (
             spec.priority,
             spec.scheduler_name.take(),
             spec.node_name.take(),
+            spec.preemption_policy.take(),
         );
+        let status = wire.status.unwrap_or_default();
         let spec_info = spec
             .info(meta.name.as_deref().unwrap_or(""))
             .map_err(serde::de::Error::custom)?;
@@ -278,8 +334,18 @@ impl<'de> Deserialize<'de> for PodInfo {
             priority: priority.unwrap_or(0),
             scheduler_name: scheduler_name.unwrap_or_default(),
             node_name: node_name.filter(|n| !n.is_empty()),
-            phase: wire.status.and_then(|s| s.phase),
+            phase: status.phase,
             spec: Arc::new(spec_info),
+            preemption: PreemptionInfo {
+                never: preemption_policy.as_deref() == Some(PREEMPT_NEVER),
+                nominated_node: status.nominated_node_name.filter(|n| !n.is_empty()),
+                start_time: status
+                    .start_time
+                    .and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok())
+                    .map(|t| t.as_second()),
+                // A pod sent to the extender is pending, never one being deleted.
+                terminating_by_preemption: false,
+            },
         })
     }
 }
@@ -305,6 +371,7 @@ struct WireMeta {
 #[serde(rename_all = "camelCase")]
 struct WireSpec {
     priority: Option<i32>,
+    preemption_policy: Option<String>,
     scheduler_name: Option<String>,
     node_name: Option<String>,
     node_selector: Option<BTreeMap<String, String>>,
@@ -429,9 +496,12 @@ impl WireSpec {
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
 struct WireStatus {
     phase: Option<String>,
+    nominated_node_name: Option<String>,
+    start_time: Option<String>,
 }
 
 #[cfg(test)]
@@ -498,6 +568,30 @@ mod tests {
         assert_eq!(s.non_zero_requests.milli_cpu, 1060);
         assert_eq!(s.node_selector["disk"], "ssd");
         assert_eq!(s.tolerations.len(), 1);
+    }
+
+    #[test]
+    fn preemption_fields_from_both_decoders() {
+        let json = serde_json::json!({
+            "metadata": {"name": "p", "namespace": "n", "deletionTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"preemptionPolicy": "Never", "containers": []},
+            "status": {"nominatedNodeName": "node-1", "startTime": "2026-01-01T00:00:10Z",
+                       "conditions": [{"type": "DisruptionTarget", "status": "True",
+                                       "reason": "PreemptionByScheduler"}]}
+        });
+        let wire: PodInfo = serde_json::from_value(json.clone()).unwrap();
+        let api = PodInfo::from(&serde_json::from_value::<Pod>(json).unwrap());
+        for p in [&wire, &api] {
+            assert!(p.preemption.never);
+            assert_eq!(p.preemption.nominated_node.as_deref(), Some("node-1"));
+            assert_eq!(p.preemption.start_time, Some(1_767_225_610));
+        }
+        assert!(api.preemption.terminating_by_preemption);
+        assert!(!wire.preemption.terminating_by_preemption);
+        // Status-only differences do not make a different pod for the queue.
+        let mut moved = api.clone();
+        moved.preemption.nominated_node = None;
+        assert_eq!(moved, api);
     }
 
     #[test]

@@ -11,7 +11,9 @@ use std::time::Instant;
 use rayon::prelude::*;
 
 use crate::cache::ClusterState;
-use crate::framework::interface::{MAX_NODE_SCORE, MIN_NODE_SCORE, NodeScore, Plugin};
+use crate::framework::interface::{
+    Diagnosis, MAX_NODE_SCORE, MIN_NODE_SCORE, NodeScore, Nominating, Plugin, PostFilterResult,
+};
 use crate::framework::{Code, CycleState, NodeInfo, PodInfo, Status};
 
 /// Below this many nodes the per-node work is cheaper than handing it to
@@ -38,6 +40,8 @@ pub enum ExtensionPoint {
     PreFilter,
     /// Filter (one observation covers every node of the request).
     Filter,
+    /// PostFilter (standalone mode, when no node fits).
+    PostFilter,
     /// PreScore.
     PreScore,
     /// Score (one observation covers every node of the request).
@@ -52,6 +56,7 @@ impl ExtensionPoint {
         match self {
             ExtensionPoint::PreFilter => "PreFilter",
             ExtensionPoint::Filter => "Filter",
+            ExtensionPoint::PostFilter => "PostFilter",
             ExtensionPoint::PreScore => "PreScore",
             ExtensionPoint::Score => "Score",
             ExtensionPoint::NormalizeScore => "NormalizeScore",
@@ -176,6 +181,13 @@ impl Framework {
         self.plugins.iter().any(|p| p.plugin.as_filter().is_some())
     }
 
+    /// True if any enabled plugin runs at PostFilter.
+    pub fn has_post_filters(&self) -> bool {
+        self.plugins
+            .iter()
+            .any(|p| p.plugin.as_post_filter().is_some())
+    }
+
     /// Runs every PreFilter plugin; the first rejection stops the run.
     pub fn pre_filter(
         &self,
@@ -183,16 +195,28 @@ impl Framework {
         pod: &PodInfo,
         cluster: &ClusterState,
     ) -> PreFilterResult {
+        self.run_pre_filter(state, pod, cluster, true)
+    }
+
+    fn run_pre_filter(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        cluster: &ClusterState,
+        observe: bool,
+    ) -> PreFilterResult {
         let mut result = PreFilterResult::default();
         for wp in &self.plugins {
             let Some(p) = wp.plugin.as_pre_filter() else {
                 continue;
             };
-            let status = self
-                .timed(p.name(), ExtensionPoint::PreFilter, || {
-                    p.pre_filter(state, pod, cluster)
-                })
-                .with_plugin(p.name());
+            let mut run = || p.pre_filter(state, pod, cluster);
+            let status = if observe {
+                self.timed(p.name(), ExtensionPoint::PreFilter, run)
+            } else {
+                run()
+            }
+            .with_plugin(p.name());
             match status.code() {
                 Code::Success => {}
                 Code::Skip => result.skipped.push(status),
@@ -256,6 +280,55 @@ impl Framework {
             }
         });
         failure
+    }
+
+    /// PreFilter and Filter for `pod` on `node` alone, on a fresh cycle state:
+    /// the first rejecting status, or `None` when it fits. PostFilter plugins
+    /// use it on hypothetical cluster states, re-running PreFilter where (kube-scheduler's
+    /// kube-scheduler updates it with `AddPod`/`RemovePod`; it is not
+    /// timed, so simulations do not skew the per-plugin latency metrics.
+    pub fn fits(&self, pod: &PodInfo, node: &NodeInfo, cluster: &ClusterState) -> Option<Status> {
+        let mut state = CycleState::new();
+        let pre = self.run_pre_filter(&mut state, pod, cluster, false);
+        self.filter_node(&state, &pre, pod, node, cluster)
+    }
+
+    /// Runs the PostFilter plugins in order, as kube-scheduler's
+    /// `RunPostFilterPlugins`: the first `Success`, `UnschedulableAndUnresolvable`
+    /// or `Error` ends the run; otherwise the reasons of every plugin are
+    /// joined and the last nomination change any of them asked for is kept.
+    pub fn post_filter(
+        &self,
+        pod: &PodInfo,
+        diagnosis: &Diagnosis<'_>,
+        cluster: &mut ClusterState,
+    ) -> PostFilterResult {
+        let mut reasons: Vec<String> = Vec::new();
+        let mut nominating = Nominating::Unchanged;
+        let mut rejector = None;
+        for wp in &self.plugins {
+            let Some(p) = wp.plugin.as_post_filter() else {
+                continue;
+            };
+            let mut r = self.timed(p.name(), ExtensionPoint::PostFilter, || {
+                p.post_filter(self, pod, diagnosis, cluster)
+            });
+            r.status = r.status.with_plugin(p.name());
+            match r.status.code() {
+                Code::Success | Code::UnschedulableAndUnresolvable | Code::Error => return r,
+                _ => {}
+            }
+            if r.nominating != Nominating::Unchanged {
+                nominating = r.nominating;
+            }
+            reasons.extend(r.status.reasons().iter().cloned());
+            rejector.get_or_insert(p.name());
+        }
+        let mut status = Status::from_reasons(Code::Unschedulable, reasons);
+        if let Some(name) = rejector {
+            status = status.with_plugin(name);
+        }
+        PostFilterResult { status, nominating }
     }
 
     /// Every Filter plugin's status for `node` (for explanations).

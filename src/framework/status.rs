@@ -63,6 +63,15 @@ impl Status {
         }
     }
 
+    /// A status with any number of reasons.
+    pub fn from_reasons(code: Code, reasons: Vec<String>) -> Self {
+        Status {
+            code,
+            reasons,
+            plugin: "",
+        }
+    }
+
     /// Shorthand for a skip: the plugin does not apply to this pod.
     pub fn skip(reason: impl Into<String>) -> Self {
         Status::new(Code::Skip, reason)

@@ -129,6 +129,10 @@ pub struct Metrics {
     pub bind_duration: HistogramFamily<ResultLabels>,
     /// 1 while this replica holds the scheduling Lease (or needs none).
     pub leader: Gauge,
+    /// Standalone: preemption attempts (a PostFilter run that nominated a node).
+    pub preemption_attempts: Counter,
+    /// Standalone: pods evicted per preemption.
+    pub preemption_victims: Histogram,
 }
 
 impl Default for Metrics {
@@ -221,6 +225,18 @@ impl Metrics {
             "1 while this replica may schedule (holds the Lease)",
             leader.clone(),
         );
+        let preemption_attempts = Counter::default();
+        registry.register(
+            "preemption_attempts",
+            "Standalone: preemptions started (victims chosen and a node nominated)",
+            preemption_attempts.clone(),
+        );
+        let preemption_victims = Histogram::new(exponential_buckets(1.0, 2.0, 8));
+        registry.register(
+            "preemption_victims",
+            "Standalone: pods evicted per preemption",
+            preemption_victims.clone(),
+        );
         let build_info = Family::<BuildLabels, Gauge>::default();
         build_info
             .get_or_create(&BuildLabels {
@@ -242,6 +258,8 @@ impl Metrics {
             pending_pods,
             bind_duration,
             leader,
+            preemption_attempts,
+            preemption_victims,
         }
     }
 

@@ -6,6 +6,7 @@
 //! [`PluginArgs`] and one arm to each `match` below.
 
 pub mod capability_filter;
+pub mod default_preemption;
 pub mod helper;
 pub mod inter_pod_affinity;
 mod label_selector;
@@ -29,6 +30,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use crate::framework::Plugin;
 
 pub use capability_filter::{CapabilityFilter, CapabilityFilterArgs};
+pub use default_preemption::{DefaultPreemption, DefaultPreemptionArgs};
 pub use inter_pod_affinity::{InterPodAffinity, InterPodAffinityArgs};
 pub use net_qos::{NetQos, NetQosArgs};
 pub use node_affinity::{NodeAffinity, NodeAffinityArgs};
@@ -59,6 +61,7 @@ pub const PLUGIN_NAMES: &[&str] = &[
     volume_binding::NAME,
     pod_topology_spread::NAME,
     inter_pod_affinity::NAME,
+    default_preemption::NAME,
 ];
 
 /// The typed arguments of one enabled plugin; the variant says which plugin.
@@ -93,6 +96,8 @@ pub enum PluginArgs {
     PodTopologySpread(PodTopologySpreadArgs),
     /// InterPodAffinity.
     InterPodAffinity(InterPodAffinityArgs),
+    /// DefaultPreemption (PostFilter, standalone mode).
+    DefaultPreemption(DefaultPreemptionArgs),
 }
 
 impl PluginArgs {
@@ -133,6 +138,9 @@ impl PluginArgs {
             inter_pod_affinity::NAME => {
                 InterPodAffinityArgs::deserialize(d).map(PluginArgs::InterPodAffinity)
             }
+            default_preemption::NAME => {
+                DefaultPreemptionArgs::deserialize(d).map(PluginArgs::DefaultPreemption)
+            }
             _ => return None,
         })
     }
@@ -154,6 +162,7 @@ impl PluginArgs {
             volume_binding::NAME => PluginArgs::VolumeBinding(Default::default()),
             pod_topology_spread::NAME => PluginArgs::PodTopologySpread(Default::default()),
             inter_pod_affinity::NAME => PluginArgs::InterPodAffinity(Default::default()),
+            default_preemption::NAME => PluginArgs::DefaultPreemption(Default::default()),
             _ => return None,
         })
     }
@@ -175,6 +184,7 @@ impl PluginArgs {
             PluginArgs::VolumeBinding(_) => volume_binding::NAME,
             PluginArgs::PodTopologySpread(_) => pod_topology_spread::NAME,
             PluginArgs::InterPodAffinity(_) => inter_pod_affinity::NAME,
+            PluginArgs::DefaultPreemption(_) => default_preemption::NAME,
         }
     }
 
@@ -195,6 +205,7 @@ impl PluginArgs {
             PluginArgs::VolumeBinding(a) => Arc::new(VolumeBinding::new(a)),
             PluginArgs::PodTopologySpread(a) => Arc::new(PodTopologySpread::new(a)),
             PluginArgs::InterPodAffinity(a) => Arc::new(InterPodAffinity::new(a)),
+            PluginArgs::DefaultPreemption(a) => Arc::new(DefaultPreemption::new(a)),
         }
     }
 }

@@ -1,13 +1,16 @@
 //! One scheduling attempt for one pod over one snapshot: PreFilter, Filter,
-//! PreScore, Score, NormalizeScore and the choice of a node. No I/O: the loop
-//! around it assumes, binds and reports.
+//! PostFilter (when nothing fits), PreScore, Score, NormalizeScore and the
+//! choice of a node. No I/O: the loop around it assumes, binds, evicts and
+//! reports.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::cache::ClusterState;
-use crate::framework::{Code, CycleState, Framework, NodeInfo, PodInfo, Status};
+use crate::framework::{
+    Code, CycleState, Diagnosis, Framework, NodeInfo, Nominating, PodInfo, PreFilterResult, Status,
+    fit_error_message,
+};
 
 /// Where the pod should go.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,12 +24,15 @@ pub struct Placement {
 }
 
 /// Why the pod could not be placed.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Failure {
-    /// No node fits: "0/N nodes are available: ...". Retried on cluster events.
+    /// No node fits: "0/N nodes are available: ...", with PostFilter's
+    /// message appended. Retried on cluster events.
     Unschedulable {
         /// kube-scheduler's FitError message.
         message: String,
+        /// What PostFilter decided about the pod's nomination.
+        nominating: Nominating,
     },
     /// A plugin failed (`Error` status); retried with backoff.
     Error {
@@ -39,9 +45,36 @@ impl Failure {
     /// The message for the event and the pod condition.
     pub fn message(&self) -> &str {
         match self {
-            Failure::Unschedulable { message } | Failure::Error { message } => message,
+            Failure::Unschedulable { message, .. } | Failure::Error { message } => message,
         }
     }
+
+    /// What happens to the pod's `nominatedNodeName` (an error clears it, as in kube-scheduler).
+    pub fn nominating(&self) -> &Nominating {
+        const CLEAR: &Nominating = &Nominating::Clear;
+        match self {
+            Failure::Unschedulable { nominating, .. } => nominating,
+            Failure::Error { .. } => CLEAR,
+        }
+    }
+
+    fn unschedulable(message: String) -> Self {
+        Failure::Unschedulable {
+            message,
+            nominating: Nominating::Clear,
+        }
+    }
+}
+
+/// Pods waiting for a node preemption freed, as the attempt must respect them.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Nominated<'a> {
+    /// Other pods of the same or higher priority, each with `node_name` set
+    /// to its nominated node: they count as placed there (kube-scheduler's
+    /// `RunFilterPluginsWithNominatedPods`).
+    pub others: &'a [PodInfo],
+    /// The node this pod itself is nominated to: taken at once if it fits.
+    pub own: Option<&'a str>,
 }
 
 /// Picks among equally good nodes in turn, so equal nodes share the load
@@ -55,85 +88,137 @@ impl TieRotation {
     }
 }
 
-/// kube-scheduler's FitError text: the failing reasons counted over all
-/// nodes, sorted, as "0/N nodes are available: 2 reason-a, 1 reason-b.".
-pub fn fit_error_message(total: usize, statuses: &[Status]) -> String {
-    let mut histogram: BTreeMap<&str, usize> = BTreeMap::new();
-    for s in statuses {
-        for r in s.reasons() {
-            *histogram.entry(r.as_str()).or_default() += 1;
-        }
+/// PreFilter and Filter over `nodes`; an `Error` from either fails the attempt.
+fn filter(
+    framework: &Framework,
+    pod: &PodInfo,
+    nodes: &[Arc<NodeInfo>],
+    cluster: &ClusterState,
+) -> Result<(CycleState, PreFilterResult, Vec<Option<Status>>), Failure> {
+    let mut state = CycleState::new();
+    let pre = framework.pre_filter(&mut state, pod, cluster);
+    if let Some(rejection) = pre.rejection.as_ref().filter(|r| r.code() == Code::Error) {
+        return Err(Failure::Error {
+            message: format!(
+                "running PreFilter plugin {:?}: {}",
+                rejection.plugin(),
+                rejection.message()
+            ),
+        });
     }
-    let mut parts: Vec<String> = histogram
-        .into_iter()
-        .map(|(reason, n)| format!("{n} {reason}"))
-        .collect();
-    parts.sort();
-    format!("0/{total} nodes are available: {}.", parts.join(", "))
+    let verdicts = framework.filter_nodes(&state, &pre, pod, nodes, cluster);
+    if let Some(s) = verdicts.iter().flatten().find(|s| s.code() == Code::Error) {
+        return Err(Failure::Error {
+            message: format!("running Filter plugin {:?}: {}", s.plugin(), s.message()),
+        });
+    }
+    Ok((state, pre, verdicts))
 }
 
-/// Runs one attempt for `pod` on every node of `cluster`.
+/// Runs `f` with the `others` placed on their nominated nodes, then takes
+/// them out again. A nominated pod the cluster already holds (it was bound
+/// meanwhile) is left alone.
+fn with_room_held<T>(
+    cluster: &mut ClusterState,
+    others: &[PodInfo],
+    f: impl FnOnce(&mut ClusterState) -> T,
+) -> T {
+    let mut held = Vec::new();
+    for p in others {
+        if cluster.pod(&p.namespace, &p.name).is_none() {
+            cluster.apply_pod(p.clone());
+            held.push(p);
+        }
+    }
+    let out = f(cluster);
+    for p in held {
+        cluster.delete_pod(&p.namespace, &p.name);
+    }
+    out
+}
+
+/// Runs one attempt for `pod` on every node of `cluster`. The cluster is
+/// borrowed mutably because nominated pods and preemption's dry run are
+/// tried on it in place; it is returned exactly as it was.
 pub fn schedule_one(
     framework: &Framework,
     pod: &PodInfo,
-    cluster: &ClusterState,
+    cluster: &mut ClusterState,
+    nominated: Nominated<'_>,
     rotation: &TieRotation,
 ) -> Result<Placement, Failure> {
     let mut nodes: Vec<Arc<NodeInfo>> = cluster.nodes().cloned().collect();
     nodes.sort_by(|a, b| a.name.cmp(&b.name));
     let total = nodes.len();
     if total == 0 {
-        return Err(Failure::Unschedulable {
-            message: "0/0 nodes are available: no nodes available to schedule pods.".into(),
-        });
+        return Err(Failure::unschedulable(
+            "0/0 nodes are available: no nodes available to schedule pods.".into(),
+        ));
     }
-    let mut state = CycleState::new();
-    let pre = framework.pre_filter(&mut state, pod, cluster);
-    if let Some(rejection) = &pre.rejection {
-        return Err(match rejection.code() {
-            Code::Error => Failure::Error {
-                message: format!(
-                    "running PreFilter plugin {:?}: {}",
-                    rejection.plugin(),
-                    rejection.message()
-                ),
-            },
-            // kube-scheduler states a PreFilter rejection once, not per node.
-            _ => Failure::Unschedulable {
-                message: format!("0/{total} nodes are available: {}.", rejection.message()),
-            },
-        });
+    let (mut state, mut pre, mut verdicts) = filter(framework, pod, &nodes, cluster)?;
+    // A node must fit both without and with the nominated pods on it.
+    if !nominated.others.is_empty() {
+        let (_, pre_with, verdicts_with) = with_room_held(cluster, nominated.others, |c| {
+            filter(framework, pod, &nodes, c)
+        })?;
+        if pre.rejection.is_none() {
+            pre.rejection = pre_with.rejection;
+        }
+        for (v, w) in verdicts.iter_mut().zip(verdicts_with) {
+            if w.is_some() {
+                *v = w;
+            }
+        }
     }
-    let verdicts = framework.filter_nodes(&state, &pre, pod, &nodes, cluster);
-    let mut failures = Vec::new();
+    let mut failed = Vec::new();
     let mut feasible = Vec::new();
     for (node, verdict) in nodes.into_iter().zip(verdicts) {
         match verdict {
             None => feasible.push(node),
-            Some(s) if s.code() == Code::Error => {
-                return Err(Failure::Error {
-                    message: format!("running Filter plugin {:?}: {}", s.plugin(), s.message()),
-                });
-            }
-            Some(s) => failures.push(s),
+            Some(s) => failed.push((node, s)),
         }
     }
     if feasible.is_empty() {
+        let message = match &pre.rejection {
+            // kube-scheduler states a PreFilter rejection once, not per node.
+            Some(r) => format!("0/{total} nodes are available: {}.", r.message()),
+            None => fit_error_message(total, failed.iter().map(|(_, s)| s)),
+        };
+        if !framework.has_post_filters() {
+            return Err(Failure::unschedulable(message));
+        }
+        let diagnosis = Diagnosis {
+            total,
+            failed: &failed,
+        };
+        let post = with_room_held(cluster, nominated.others, |c| {
+            framework.post_filter(pod, &diagnosis, c)
+        });
+        let extra = post.status.message();
         return Err(Failure::Unschedulable {
-            message: fit_error_message(total, &failures),
+            message: if extra.is_empty() {
+                message
+            } else {
+                format!("{message} {extra}")
+            },
+            nominating: post.nominating,
         });
     }
     let count = feasible.len();
-    if count == 1 {
-        // kube-scheduler skips scoring when only one node fits.
+    let own = nominated
+        .own
+        .and_then(|name| feasible.iter().find(|n| n.name == name));
+    if let Some(node) = own.or(if count == 1 { feasible.first() } else { None }) {
+        // kube-scheduler takes a fitting nominated node at once, and skips
+        // scoring when only one node fits.
         return Ok(Placement {
-            node: feasible[0].name.clone(),
+            node: node.name.clone(),
             evaluated: total,
-            feasible: 1,
+            feasible: count,
         });
     }
     let table = framework
-        .score(&mut state, pod, &feasible, cluster)
+        .score(&mut state, pod, &feasible, &*cluster)
         .map_err(|s| Failure::Error {
             message: format!("running Score plugin {:?}: {}", s.plugin(), s.message()),
         })?;
@@ -186,35 +271,36 @@ mod tests {
     }
 
     #[test]
-    fn fit_error_counts_and_sorts_reasons() {
-        let statuses = vec![
-            Status::unschedulable("Insufficient cpu"),
-            Status::unresolvable("node(s) had untolerated taint {a: b}"),
-            Status::unschedulable("Insufficient cpu").with_reason("Insufficient memory"),
-        ];
-        assert_eq!(
-            fit_error_message(4, &statuses),
-            "0/4 nodes are available: 1 Insufficient memory, 1 node(s) had untolerated taint {a: b}, 2 Insufficient cpu."
-        );
-    }
-
-    #[test]
     fn no_fit_reports_every_node() {
         let f = framework(CAPABILITY_AND_ZONES);
-        let c = cluster(&[("a", "z1", false), ("b", "z2", false)]);
-        let err = schedule_one(&f, &pod(true), &c, &TieRotation::default()).unwrap_err();
+        let mut c = cluster(&[("a", "z1", false), ("b", "z2", false)]);
+        let err = schedule_one(
+            &f,
+            &pod(true),
+            &mut c,
+            Nominated::default(),
+            &TieRotation::default(),
+        )
+        .unwrap_err();
         assert_eq!(
             err,
             Failure::Unschedulable {
-                message: "0/2 nodes are available: 2 no hw.".into()
+                message: "0/2 nodes are available: 2 no hw.".into(),
+                nominating: Nominating::Clear,
             }
         );
-        let empty = ClusterState::default();
+        let mut empty = ClusterState::default();
         assert!(
-            schedule_one(&f, &pod(false), &empty, &TieRotation::default())
-                .unwrap_err()
-                .message()
-                .starts_with("0/0 nodes")
+            schedule_one(
+                &f,
+                &pod(false),
+                &mut empty,
+                Nominated::default(),
+                &TieRotation::default()
+            )
+            .unwrap_err()
+            .message()
+            .starts_with("0/0 nodes")
         );
     }
 
@@ -223,18 +309,26 @@ mod tests {
         let f = framework(
             "apiVersion: placer/v1alpha1\nkind: Policy\nprofiles:\n- schedulerName: s\n  plugins:\n  - name: VolumeBinding\n",
         );
-        let c = cluster(&[("a", "z1", false), ("b", "z2", false)]);
+        let mut c = cluster(&[("a", "z1", false), ("b", "z2", false)]);
         let mut p = pod(false);
         p.spec = Arc::new(crate::framework::pod::PodSpecInfo {
             pvc_claims: vec!["data".into()],
             ..Default::default()
         });
-        let err = schedule_one(&f, &p, &c, &TieRotation::default()).unwrap_err();
+        let err = schedule_one(
+            &f,
+            &p,
+            &mut c,
+            Nominated::default(),
+            &TieRotation::default(),
+        )
+        .unwrap_err();
         let reason = crate::plugins::volume_binding::REASON_PREFIX;
         assert_eq!(
             err,
             Failure::Unschedulable {
-                message: format!("0/2 nodes are available: {reason}: claim data.")
+                message: format!("0/2 nodes are available: {reason}: claim data."),
+                nominating: Nominating::Clear,
             }
         );
     }
@@ -242,20 +336,89 @@ mod tests {
     #[test]
     fn single_fit_is_taken_and_ties_rotate() {
         let f = framework(CAPABILITY_AND_ZONES);
-        let c = cluster(&[("a", "z1", false), ("b", "z2", true), ("c", "z3", false)]);
-        let placed = schedule_one(&f, &pod(true), &c, &TieRotation::default()).unwrap();
+        let mut c = cluster(&[("a", "z1", false), ("b", "z2", true), ("c", "z3", false)]);
+        let placed = schedule_one(
+            &f,
+            &pod(true),
+            &mut c,
+            Nominated::default(),
+            &TieRotation::default(),
+        )
+        .unwrap();
         assert_eq!(
             (placed.node.as_str(), placed.feasible, placed.evaluated),
             ("b", 1, 3)
         );
         let rotation = TieRotation::default();
         let picks: Vec<String> = (0..4)
-            .map(|_| schedule_one(&f, &pod(false), &c, &rotation).unwrap().node)
+            .map(|_| {
+                schedule_one(&f, &pod(false), &mut c, Nominated::default(), &rotation)
+                    .unwrap()
+                    .node
+            })
             .collect();
         assert_eq!(
             picks,
             ["a", "b", "c", "a"],
             "equal empty zones share pods in turn"
         );
+    }
+
+    #[test]
+    fn nominated_pods_hold_their_room_and_a_nominated_node_is_taken_first() {
+        let f = framework(
+            "apiVersion: placer/v1alpha1\nkind: Policy\nprofiles:\n- schedulerName: s\n  plugins:\n  - name: NodeResourcesFit\n",
+        );
+        let nodes = |names: &[&str]| {
+            let mut c = ClusterState::default();
+            for name in names {
+                c.apply_node(NodeInfo {
+                    allocatable: crate::framework::Resources::from_list([
+                        ("cpu", "1"),
+                        ("pods", "9"),
+                    ])
+                    .unwrap(),
+                    ..NodeInfo::new(name, Vec::<(String, String)>::new())
+                });
+            }
+            c
+        };
+        let mut c = nodes(&["a", "b"]);
+        let cpu = |name: &str, node: Option<&str>| {
+            let mut p = pod(false);
+            p.name = name.into();
+            p.node_name = node.map(str::to_string);
+            p.spec = Arc::new(crate::framework::pod::PodSpecInfo {
+                requests: crate::framework::Resources::from_list([("cpu", "1")]).unwrap(),
+                ..Default::default()
+            });
+            p
+        };
+        let waiting = [cpu("waiting", Some("a"))];
+        let others = Nominated {
+            others: &waiting,
+            own: None,
+        };
+        let r = TieRotation::default();
+        for _ in 0..3 {
+            let placed = schedule_one(&f, &cpu("next", None), &mut c, others, &r).unwrap();
+            assert_eq!(placed.node, "b", "node a is held for the nominated pod");
+        }
+        c.apply_pod(cpu("filler", Some("b")));
+        let err = schedule_one(&f, &cpu("next", None), &mut c, others, &r).unwrap_err();
+        assert_eq!(
+            err.message(),
+            "0/2 nodes are available: 2 Insufficient cpu.",
+            "the held room is reported as taken"
+        );
+        let own = Nominated {
+            others: &[],
+            own: Some("b"),
+        };
+        let mut c = nodes(&["a", "b", "c"]);
+        for _ in 0..3 {
+            let placed = schedule_one(&f, &pod(false), &mut c, own, &r).unwrap();
+            assert_eq!(placed.node, "b");
+        }
     }
 }

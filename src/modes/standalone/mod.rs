@@ -2,7 +2,9 @@
 //! `spec.schedulerName` names one of its profiles (SPEC §8).
 //!
 //! - [`queue`]: active / backoff / unschedulable sub-queues, gated pods held out;
-//! - [`cycle`]: one attempt on a snapshot (filter, score, choose with tie rotation);
+//! - [`cycle`]: one attempt on a snapshot (filter, post-filter, score, choose with tie rotation);
+//! - [`nominator`]: pods waiting for the room their preemption made;
+//! - [`preempt`]: evicting the victims preemption chose;
 //! - [`scheduler`]: the loop: watch → queue → cycle → assume → asynchronous bind;
 //! - [`report`]: `Scheduled` / `FailedScheduling` events and `PodScheduled`;
 //! - [`leader`]: Lease-based leader election so only one replica schedules.
@@ -12,6 +14,8 @@
 
 pub mod cycle;
 pub mod leader;
+pub mod nominator;
+pub mod preempt;
 pub mod queue;
 pub mod report;
 pub mod scheduler;

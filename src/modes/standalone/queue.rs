@@ -25,6 +25,7 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use super::nominator::Nominator;
 use crate::framework::{PodInfo, QueueSortPlugin, QueuedPodInfo, Status};
 
 /// Backoff and flush timings (kube-scheduler's defaults).
@@ -137,6 +138,7 @@ pub struct SchedulingQueue {
     sort: Arc<dyn QueueSortPlugin>,
     pre_enqueue: PreEnqueue,
     timings: QueueTimings,
+    nominator: Nominator,
 }
 
 fn key_of(pod: &PodInfo) -> String {
@@ -162,7 +164,14 @@ impl SchedulingQueue {
             sort,
             pre_enqueue,
             timings,
+            nominator: Nominator::default(),
         }
+    }
+
+    /// Pods waiting for the room their preemption made; they leave it when
+    /// they leave the queue.
+    pub fn nominator(&self) -> &Nominator {
+        &self.nominator
     }
 
     /// The backoff after `attempts` failed attempts: 1 s, 2 s, 4 s, ... ≤ 10 s.
@@ -181,6 +190,12 @@ impl SchedulingQueue {
     /// An update of a pod in flight is kept for its requeue.
     pub fn add_or_update(&self, pod: PodInfo) {
         let key = key_of(&pod);
+        // A nomination written before this replica started (or led) still holds.
+        if let Some(node) = &pod.preemption.nominated_node
+            && self.nominator.node_of(&pod).is_none()
+        {
+            self.nominator.nominate(&pod, node);
+        }
         let pod = Arc::new(pod);
         let admitted = (self.pre_enqueue)(&pod).is_success();
         let mut inner = self.inner.lock();
@@ -224,6 +239,7 @@ impl SchedulingQueue {
     /// its requeue will drop it.
     pub fn delete(&self, namespace: &str, name: &str) {
         let key = format!("{namespace}/{name}");
+        self.nominator.remove(&key);
         let mut inner = self.inner.lock();
         inner.entries.remove(&key);
         inner.in_flight.remove(&key);
@@ -236,7 +252,9 @@ impl SchedulingQueue {
 
     /// The popped pod was bound (or dropped): it is no longer in flight.
     pub fn done(&self, pod: &PodInfo) {
-        self.inner.lock().in_flight.remove(&key_of(pod));
+        let key = key_of(pod);
+        self.nominator.remove(&key);
+        self.inner.lock().in_flight.remove(&key);
     }
 
     /// Returns a failed pod to the queue: to the unschedulable pool when no

@@ -67,8 +67,24 @@ impl Reporter {
         }
     }
 
-    /// A FailedScheduling event and `PodScheduled=False` with the reason.
-    pub async fn failed(&self, pod: &PodInfo, failure: &Failure) {
+    /// The `Preempted` event on a victim, naming its preemptor.
+    pub async fn preempted(&self, victim: &PodInfo, preemptor: &PodInfo, node: &str) {
+        let event = Event {
+            type_: EventType::Normal,
+            reason: "Preempted".into(),
+            note: Some(format!("Preempted by pod {} on node {node}", preemptor.uid)),
+            action: "Preempting".into(),
+            secondary: Some(object_ref(preemptor)),
+        };
+        if let Err(e) = self.recorder.publish(&event, &object_ref(victim)).await {
+            warn!(pod = %victim.key(), error = %e, "could not record Preempted event");
+        }
+    }
+
+    /// A FailedScheduling event and `PodScheduled=False` with the reason;
+    /// `nominated` sets (`Some(node)`) or clears (`None`) `nominatedNodeName`
+    /// in the same patch, or leaves it when absent.
+    pub async fn failed(&self, pod: &PodInfo, failure: &Failure, nominated: Option<Option<&str>>) {
         let event = Event {
             type_: EventType::Warning,
             reason: "FailedScheduling".into(),
@@ -79,7 +95,7 @@ impl Reporter {
         if let Err(e) = self.recorder.publish(&event, &object_ref(pod)).await {
             warn!(pod = %pod.key(), error = %e, "could not record FailedScheduling event");
         }
-        let condition = json!({"status": {"conditions": [{
+        let mut condition = json!({"status": {"conditions": [{
             "type": "PodScheduled",
             "status": "False",
             "reason": condition_reason(failure),
@@ -87,6 +103,9 @@ impl Reporter {
             "lastProbeTime": null,
             "lastTransitionTime": k8s_openapi::jiff::Timestamp::now(),
         }]}});
+        if let Some(node) = nominated {
+            condition["status"]["nominatedNodeName"] = json!(node);
+        }
         let api: Api<Pod> = Api::namespaced(self.client.clone(), &pod.namespace);
         if let Err(e) = api
             .patch_status(

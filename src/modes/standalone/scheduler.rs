@@ -13,12 +13,13 @@ use kube::{Api, Client};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch as signal};
 use tracing::{debug, info, warn};
 
-use super::cycle::{Failure, TieRotation, schedule_one};
+use super::cycle::{Failure, Nominated, TieRotation, schedule_one};
 use super::leader::Leadership;
+use super::preempt::Evictor;
 use super::queue::{PreEnqueue, QueueTimings, SchedulingQueue};
 use super::report::Reporter;
 use crate::cache::Cache;
-use crate::framework::{PodInfo, QueueSortPlugin, QueuedPodInfo, Status};
+use crate::framework::{Nominating, PodInfo, QueueSortPlugin, QueuedPodInfo, Status};
 use crate::modes::binder::Binder;
 use crate::modes::extender::AppState;
 use crate::plugins::priority_sort::PrioritySort;
@@ -42,6 +43,7 @@ pub struct Standalone {
     queue: Arc<SchedulingQueue>,
     reporter: Arc<Reporter>,
     binder: Arc<Binder>,
+    evictor: Arc<Evictor>,
     rotation: TieRotation,
     binds: Arc<Semaphore>,
     /// One permit per background task, so shutdown can wait for all of them.
@@ -76,6 +78,7 @@ impl Standalone {
             )),
             reporter: Arc::new(Reporter::new(client.clone(), "placer", identity)),
             binder: Arc::new(Binder::new(client.clone())),
+            evictor: Arc::new(Evictor::new(client.clone())),
             client,
             state,
             rotation: TieRotation::default(),
@@ -135,9 +138,19 @@ impl Standalone {
             self.queue.done(&pod);
             return;
         };
+        let nominator = self.queue.nominator();
+        let own = nominator
+            .node_of(&pod)
+            .or_else(|| pod.preemption.nominated_node.clone());
+        let others = nominator.ahead_of(&pod);
+        let nominated = Nominated {
+            others: &others,
+            own: own.as_deref(),
+        };
         let result = {
-            let cluster = self.state.cache.read();
-            schedule_one(&framework, &pod, &cluster, &self.rotation)
+            // Written to only for dry runs, which leave it as it was.
+            let mut cluster = self.state.cache.write();
+            schedule_one(&framework, &pod, &mut cluster, nominated, &self.rotation)
         };
         match result {
             Ok(placement) => {
@@ -165,18 +178,66 @@ impl Standalone {
                     "error"
                 });
                 debug!(pod = %pod.key(), reason = failure.message(), "pod did not fit");
-                self.queue.requeue(info, unschedulable);
-                // Reporting is two API calls; the next pod need not wait for them.
-                let reporter = self.reporter.clone();
+                let preempting = matches!(failure.nominating(), Nominating::Nominate(_));
+                let info = if preempting {
+                    Some(info)
+                } else {
+                    self.queue.requeue(info, unschedulable);
+                    None
+                };
                 let Ok(task) = self.tasks.clone().acquire_owned().await else {
                     return;
                 };
+                let this = self.clone();
+                let profile = framework.profile().to_string();
+                // Evicting and reporting are API calls; the next pod need not wait for them.
                 tokio::spawn(async move {
-                    reporter.failed(&pod, &failure).await;
+                    this.after_failure(&pod, info, failure, own.is_some(), &profile)
+                        .await;
                     drop(task);
                 });
             }
         }
+    }
+
+    /// Carries out what a failed attempt decided: evict the victims and
+    /// nominate the node, or clear a nomination; then the FailedScheduling
+    /// event and condition. A preempting pod (`info`) is requeued only once
+    /// its evictions are sent, as kube-scheduler holds it back meanwhile, and
+    /// to backoff rather than the unschedulable pool: the deletions it waits
+    /// for may already have been seen.
+    async fn after_failure(
+        &self,
+        pod: &PodInfo,
+        info: Option<QueuedPodInfo>,
+        failure: Failure,
+        was_nominated: bool,
+        profile: &str,
+    ) {
+        let nominator = self.queue.nominator();
+        let nominated = match failure.nominating() {
+            Nominating::Unchanged => None,
+            Nominating::Clear => {
+                nominator.remove(&pod.key());
+                was_nominated.then_some(None)
+            }
+            Nominating::Nominate(n) => {
+                let metrics = &self.state.metrics;
+                metrics.preemption_attempts.inc();
+                metrics.preemption_victims.observe(n.victims.len() as f64);
+                nominator.nominate(pod, &n.node);
+                let displaced = nominator.take_lower(&n.node, pod.priority);
+                if let Err(e) = self.evictor.evict(profile, pod, n, &self.reporter).await {
+                    warn!(pod = %pod.key(), node = %n.node, error = %e, "preemption incomplete");
+                }
+                self.evictor.clear_nominations(&displaced).await;
+                Some(Some(n.node.as_str()))
+            }
+        };
+        if let Some(info) = info {
+            self.queue.requeue(info, false);
+        }
+        self.reporter.failed(pod, &failure, nominated).await;
     }
 
     /// Binds, holding a bind slot only for the API call itself: the event
@@ -214,7 +275,7 @@ impl Standalone {
                     message: format!("binding rejected: {e}"),
                 };
                 self.queue.requeue(info, false);
-                self.reporter.failed(&pod, &failure).await;
+                self.reporter.failed(&pod, &failure, None).await;
             }
         }
     }
