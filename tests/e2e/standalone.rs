@@ -16,9 +16,12 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::harness::logs::{field, lines_with};
+use anyhow::Context as _;
+
 use crate::harness::{
-    HW_REASON, Placer, PodBuilder, REPORTING_CONTROLLER, SCHEDULING_TIMEOUT, TestEnv, ZONE_LABEL,
-    ZonePods, check_fit_error, shipped_leader_election_rules, shipped_standalone_rules,
+    HW_REASON, NO_VICTIMS, NOT_HELPFUL, Placer, PodBuilder, REPORTING_CONTROLLER,
+    SCHEDULING_TIMEOUT, TestEnv, ZONE_LABEL, ZonePods, check_fit_error,
+    shipped_leader_election_rules, shipped_standalone_rules,
 };
 
 /// Pod annotation of the shipped standalone profile's CapabilityFilter rule (`policy.yaml`).
@@ -82,11 +85,13 @@ async fn assert_unschedulable(
     env: &TestEnv,
     pod: &str,
     own: &[(usize, &str)],
+    preemption: &[(usize, &str)],
 ) -> anyhow::Result<String> {
     let event = env.wait_pod_event(pod, "FailedScheduling").await?;
     let message = event.message.clone().unwrap_or_default();
     eprintln!("{pod}: FailedScheduling: {message}");
-    let total = check_fit_error(&message, own)?;
+    // The shipped profile runs DefaultPreemption, so the message always has its part.
+    let total = check_fit_error(&message, own, Some(preemption))?;
     assert_eq!(event.type_.as_deref(), Some("Warning"));
     assert_eq!(event.action.as_deref(), Some("Scheduling"));
     assert_eq!(
@@ -98,7 +103,7 @@ async fn assert_unschedulable(
     let condition_message = condition.message.unwrap_or_default();
     // The event keeps the note of the first attempt (events.k8s.io series keep their note); the
     // condition shows the latest attempt, which differs only if other tests added nodes since.
-    if check_fit_error(&condition_message, own)? == total {
+    if check_fit_error(&condition_message, own, Some(preemption))? == total {
         assert_eq!(condition_message, message, "{pod}: condition vs event");
     }
     env.assert_stays_unbound(pod, STAYS_PENDING).await?;
@@ -236,7 +241,7 @@ async fn capability_filter_pending_until_node_labelled() -> anyhow::Result<()> {
 
     env.create_pod(&env.pod("secure").annotation(SHIPPED_HW_ANNOTATION, "true"))
         .await?;
-    assert_unschedulable(&env, "secure", &[(2, HW_REASON)]).await?;
+    assert_unschedulable(&env, "secure", &[(2, HW_REASON)], &[(2, NOT_HELPFUL)]).await?;
 
     env.label_node(&nodes[1], SHIPPED_HW_LABEL, "true").await?;
     let node = env.wait_pod_bound("secure").await?;
@@ -270,7 +275,14 @@ async fn node_resources_fit_and_outcome_reporting() -> anyhow::Result<()> {
 
     env.create_pod(&env.pod("too-big").request("cpu", "4"))
         .await?;
-    assert_unschedulable(&env, "too-big", &[(3, INSUFFICIENT_CPU)]).await?;
+    // The small nodes could not hold it even empty: eviction cannot help there.
+    assert_unschedulable(
+        &env,
+        "too-big",
+        &[(3, INSUFFICIENT_CPU)],
+        &[(2, NOT_HELPFUL), (1, NO_VICTIMS)],
+    )
+    .await?;
     Ok(())
 }
 
@@ -307,6 +319,7 @@ async fn taint_toleration_no_schedule() -> anyhow::Result<()> {
         &env,
         "intolerant-pinned",
         &[(1, UNTOLERATED_TAINT), (1, SELECTOR_MISMATCH)],
+        &[(2, NOT_HELPFUL)],
     )
     .await?;
     Ok(())
@@ -347,7 +360,13 @@ async fn node_affinity_required() -> anyhow::Result<()> {
 
     env.create_pod(&env.pod("wants-nvme").node_selector("disk", "nvme"))
         .await?;
-    assert_unschedulable(&env, "wants-nvme", &[(2, SELECTOR_MISMATCH)]).await?;
+    assert_unschedulable(
+        &env,
+        "wants-nvme",
+        &[(2, SELECTOR_MISMATCH)],
+        &[(2, NOT_HELPFUL)],
+    )
+    .await?;
     Ok(())
 }
 
@@ -376,7 +395,7 @@ async fn node_ports_conflict() -> anyhow::Result<()> {
 
     env.create_pod_with_spec(&env.pod("web-2"), host_port())
         .await?;
-    assert_unschedulable(&env, "web-2", &[(2, PORTS_TAKEN)]).await?;
+    assert_unschedulable(&env, "web-2", &[(2, PORTS_TAKEN)], &[(2, NO_VICTIMS)]).await?;
     Ok(())
 }
 
@@ -407,10 +426,12 @@ async fn pod_topology_spread_do_not_schedule() -> anyhow::Result<()> {
 
     let big = env.pod("spread-1").label("app", "web").request("cpu", "6");
     env.create_pod_with_spec(&big, spread).await?;
+    // 6 CPUs exceed b1's 4 even empty: eviction cannot help there.
     assert_unschedulable(
         &env,
         "spread-1",
         &[(1, SPREAD_VIOLATED), (1, INSUFFICIENT_CPU)],
+        &[(1, NO_VICTIMS), (1, NOT_HELPFUL)],
     )
     .await?;
     Ok(())
@@ -438,7 +459,7 @@ async fn pod_anti_affinity_required_hostname() -> anyhow::Result<()> {
     assert_scheduled_event(&env, &placer, "db-1", other).await?;
 
     env.create_pod_with_spec(&db("db-2"), anti).await?;
-    assert_unschedulable(&env, "db-2", &[(2, ANTI_AFFINITY)]).await?;
+    assert_unschedulable(&env, "db-2", &[(2, ANTI_AFFINITY)], &[(2, NO_VICTIMS)]).await?;
     Ok(())
 }
 
@@ -465,17 +486,125 @@ async fn volume_binding_refuses_pods_with_claims() -> anyhow::Result<()> {
         .and_then(|(n, _)| n.parse::<usize>().ok())
         .unwrap_or(0);
     assert!(total >= 1, "{message}");
+    // A PreFilter rejection is stated once; preemption cannot help on any node.
     assert_eq!(
         message,
         format!(
             "0/{total} nodes are available: placer cannot place pods with PersistentVolumeClaims \
-             yet (volume binding is not implemented): claim data."
+             yet (volume binding is not implemented): claim data. preemption: 0/{total} nodes \
+             are available: {total} Preemption is not helpful for scheduling."
         )
     );
     let condition = env.wait_pod_unschedulable("with-claim").await?;
     assert_eq!(condition.reason.as_deref(), Some("Unschedulable"));
     env.assert_stays_unbound("with-claim", STAYS_PENDING)
         .await?;
+    Ok(())
+}
+
+/// Polls `pod` until it is bound; returns the `status.nominatedNodeName` seen meanwhile (the
+/// last one) and the node.
+async fn nomination_then_node(
+    env: &TestEnv,
+    pod: &str,
+) -> anyhow::Result<(Option<String>, String)> {
+    let deadline = Instant::now() + SCHEDULING_TIMEOUT;
+    let mut nominated = None;
+    while Instant::now() < deadline {
+        let p = env.pods().get(pod).await?;
+        if let Some(n) = p.status.and_then(|s| s.nominated_node_name) {
+            nominated = Some(n);
+        }
+        if let Some(node) = p.spec.and_then(|s| s.node_name) {
+            return Ok((nominated, node));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    anyhow::bail!("{pod} not bound within {SCHEDULING_TIMEOUT:?}")
+}
+
+/// DefaultPreemption: both 2-CPU nodes are full, `n1` with a priority-10 pod and `n2` with a
+/// priority-100 pod. A priority-1000 pod evicts only the priority-10 pod (the cheaper node): the
+/// victim gets a `Preempted` event naming the preemptor, the preemptor's first FailedScheduling
+/// says where it will go, it is nominated to `n1` and bound there. A priority-100 pod then finds
+/// no victims anywhere (nothing of lower priority is left) and stays Pending, and the
+/// priority-100 pod on `n2` survives both.
+#[tokio::test]
+async fn default_preemption_evicts_the_cheapest_victim() -> anyhow::Result<()> {
+    let env = TestEnv::new("sa-preempt").await?;
+    let nodes = env
+        .create_nodes([env.node("n1").cpu("2"), env.node("n2").cpu("2")])
+        .await?;
+    let low = env.create_priority_class("low", 10).await?;
+    let mid = env.create_priority_class("mid", 100).await?;
+    let high = env.create_priority_class("high", 1000).await?;
+    let full = |class: &str| {
+        let class = class.to_owned();
+        move |p: PodBuilder| p.priority_class(&class).request("cpu", "2")
+    };
+    env.create_bound_pods("low", &nodes[0], 1, full(&low))
+        .await?;
+    env.create_bound_pods("mid", &nodes[1], 1, full(&mid))
+        .await?;
+    let placer = env.start_standalone("placer", &[]).await?;
+
+    let preemptor = env
+        .create_pod(
+            &env.pod("preemptor")
+                .priority_class(&high)
+                .request("cpu", "2"),
+        )
+        .await?;
+    let uid = preemptor.metadata.uid.unwrap_or_default();
+    // The nomination is visible between the preemption and the bind (the API server clears
+    // `nominatedNodeName` when it binds the pod), a second or more given the backoff.
+    let (nominated, node) = nomination_then_node(&env, "preemptor").await?;
+    assert_eq!(nominated.as_deref(), Some(nodes[0].as_str()));
+    assert_eq!(node, nodes[0]);
+    assert_scheduled_event(&env, &placer, "preemptor", &nodes[0]).await?;
+
+    let preempted = env.wait_pod_event("low-0", "Preempted").await?;
+    assert_eq!(
+        preempted.message.as_deref(),
+        Some(format!("Preempted by pod {uid} on node {}", nodes[0]).as_str())
+    );
+    assert_eq!(preempted.type_.as_deref(), Some("Normal"));
+    assert_eq!(preempted.action.as_deref(), Some("Preempting"));
+    assert_eq!(
+        preempted.reporting_component.as_deref(),
+        Some(REPORTING_CONTROLLER)
+    );
+    assert_eq!(
+        preempted.related.and_then(|r| r.name).as_deref(),
+        Some("preemptor")
+    );
+    let gone = env.pods().get_opt("low-0").await?;
+    assert!(gone.is_none(), "the victim was deleted: {gone:?}");
+    assert!(env.pods().get_opt("mid-0").await?.is_some());
+
+    let first = env.wait_pod_event("preemptor", "FailedScheduling").await?;
+    let message = first.message.unwrap_or_default();
+    eprintln!("preemptor: FailedScheduling: {message}");
+    let suffix = format!(
+        " preemption: found a potential placement for pod on node {}, preempting 1 victims",
+        nodes[0]
+    );
+    let fit = message
+        .strip_suffix(&suffix)
+        .with_context(|| format!("no {suffix:?} in {message:?}"))?;
+    check_fit_error(fit, &[(2, INSUFFICIENT_CPU)], None)?;
+    assert!(
+        placer
+            .metric("placer_preemption_attempts_total")
+            .await?
+            .unwrap_or(0.0)
+            >= 1.0
+    );
+
+    env.create_pod(&env.pod("peer").priority_class(&mid).request("cpu", "2"))
+        .await?;
+    assert_unschedulable(&env, "peer", &[(2, INSUFFICIENT_CPU)], &[(2, NO_VICTIMS)]).await?;
+    assert!(env.pods().get_opt("mid-0").await?.is_some());
     Ok(())
 }
 
@@ -603,7 +732,7 @@ async fn bind_failure_rolls_back_and_retries_with_backoff() -> anyhow::Result<()
     assert_scheduled_event(&env, &placer, bound, node).await?;
     let message = env.wait_unschedulable_message(other, "0/").await?;
     eprintln!("{other} once {bound} is bound: {message}");
-    check_fit_error(&message, &[(1, INSUFFICIENT_CPU)])?;
+    check_fit_error(&message, &[(1, INSUFFICIENT_CPU)], Some(&[(1, NO_VICTIMS)]))?;
     env.assert_stays_unbound(other, STAYS_PENDING).await?;
     assert!(placer.metric(successes).await?.unwrap_or(0.0) >= 1.0);
     assert_eq!(zone_pods(&placer, &zone).await?, 1, "only {bound} counts");

@@ -119,7 +119,48 @@ pub fn fit_error(total: usize, reasons: &[(usize, &str)]) -> String {
 /// give, depends on the tests running alongside, so the total and the foreign counts are read from
 /// `message`; everything else must match literally. With only this test's nodes in the cluster the
 /// check is `message == fit_error(own total, own)`. Returns the total.
-pub fn check_fit_error(message: &str, own: &[(usize, &str)]) -> anyhow::Result<usize> {
+///
+/// With `preemption`, the message must go on with DefaultPreemption's part, `" preemption: "`
+/// and a second FitError in which this test's nodes give the `preemption` (count, reason) pairs
+/// ([`NO_VICTIMS`] for a node that failed with code `Unschedulable` but holds no pod of lower
+/// priority, [`NOT_HELPFUL`] for one that failed `UnschedulableAndUnresolvable`) and every other
+/// node is [`NOT_HELPFUL`]. Without it, the message must have no such part.
+pub fn check_fit_error(
+    message: &str,
+    own: &[(usize, &str)],
+    preemption: Option<&[(usize, &str)]>,
+) -> anyhow::Result<usize> {
+    let split = message.split_once(" preemption: ");
+    let (fit, expected) = match (split, preemption) {
+        (None, None) => return check_histogram(message, own, &FOREIGN_NODE_REASONS),
+        (Some((fit, part)), Some(expected)) => (fit, (part, expected)),
+        (None, Some(_)) => bail!("no preemption part in {message:?}"),
+        (Some(_), None) => bail!("unexpected preemption part in {message:?}"),
+    };
+    let total = check_histogram(fit, own, &FOREIGN_NODE_REASONS)?;
+    let (part, own_preemption) = expected;
+    let preemption_total = check_histogram(part, own_preemption, &[NOT_HELPFUL])
+        .with_context(|| format!("the preemption part of {message:?}"))?;
+    ensure!(
+        preemption_total == total,
+        "preemption counts {preemption_total} nodes, the FitError {total}: {message:?}"
+    );
+    Ok(total)
+}
+
+/// DefaultPreemption's reason for a node that could fit only by evicting, with no pod of lower
+/// priority on it.
+pub const NO_VICTIMS: &str = "No preemption victims found for incoming pod";
+/// DefaultPreemption's reason for a node eviction cannot help.
+pub const NOT_HELPFUL: &str = "Preemption is not helpful for scheduling";
+
+/// [`check_fit_error`] for one "0/N nodes are available: ..." text whose other nodes give one of
+/// `foreign_reasons`.
+fn check_histogram(
+    message: &str,
+    own: &[(usize, &str)],
+    foreign_reasons: &[&str],
+) -> anyhow::Result<usize> {
     let parse = || -> Option<(usize, BTreeMap<String, usize>)> {
         let rest = message.strip_prefix("0/")?;
         let (total, rest) = rest.split_once(" nodes are available: ")?;
@@ -149,7 +190,7 @@ pub fn check_fit_error(message: &str, own: &[(usize, &str)]) -> anyhow::Result<u
         .collect();
     for (count, reason) in &foreign {
         ensure!(
-            FOREIGN_NODE_REASONS.contains(reason),
+            foreign_reasons.contains(reason),
             "{count} node(s) failed with {reason:?}, which neither this test's nodes nor other \
              tests' nodes should give, in {message:?}"
         );
@@ -376,20 +417,52 @@ mod tests {
     fn check_fit_error_accepts_foreign_nodes_only_with_their_reasons() {
         let own = [(2, "Insufficient cpu")];
         assert_eq!(
-            check_fit_error("0/2 nodes are available: 2 Insufficient cpu.", &own).unwrap(),
+            check_fit_error("0/2 nodes are available: 2 Insufficient cpu.", &own, None).unwrap(),
             2
         );
         let with_foreign = "0/5 nodes are available: 1 node(s) had untolerated taint(s), \
                             2 Insufficient cpu, 2 node(s) didn't match Pod's node affinity/selector.";
-        assert_eq!(check_fit_error(with_foreign, &own).unwrap(), 5);
-        assert!(check_fit_error("0/3 nodes are available: 3 Insufficient cpu.", &own).is_err());
-        assert!(check_fit_error("0/2 nodes are available: 2 Insufficient cpu", &own).is_err());
+        assert_eq!(check_fit_error(with_foreign, &own, None).unwrap(), 5);
+        assert!(
+            check_fit_error("0/3 nodes are available: 3 Insufficient cpu.", &own, None).is_err()
+        );
+        assert!(
+            check_fit_error("0/2 nodes are available: 2 Insufficient cpu", &own, None).is_err()
+        );
         assert!(
             check_fit_error(
                 "0/3 nodes are available: 1 Insufficient memory, 2 Insufficient cpu.",
-                &own
+                &own,
+                None
             )
             .is_err()
         );
+    }
+
+    #[test]
+    fn check_fit_error_checks_the_preemption_part() {
+        let own = [
+            (2, "Insufficient cpu"),
+            (1, "node(s) had untolerated taint(s)"),
+        ];
+        let fit = "0/4 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, \
+                   1 node(s) had untolerated taint(s), 2 Insufficient cpu.";
+        let good = format!(
+            "{fit} preemption: 0/4 nodes are available: 2 No preemption victims found for \
+             incoming pod, 2 Preemption is not helpful for scheduling."
+        );
+        let preemption = [(2, NO_VICTIMS), (1, NOT_HELPFUL)];
+        assert_eq!(check_fit_error(&good, &own, Some(&preemption)).unwrap(), 4);
+        assert!(check_fit_error(&good, &own, None).is_err());
+        assert!(check_fit_error(fit, &own, Some(&preemption)).is_err());
+        let wrong_code = format!(
+            "{fit} preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling."
+        );
+        assert!(check_fit_error(&wrong_code, &own, Some(&preemption)).is_err());
+        let wrong_total = format!(
+            "{fit} preemption: 0/5 nodes are available: 2 No preemption victims found for \
+             incoming pod, 3 Preemption is not helpful for scheduling."
+        );
+        assert!(check_fit_error(&wrong_total, &own, Some(&preemption)).is_err());
     }
 }
