@@ -7,7 +7,7 @@
 //! 16 MiB, created 32 at a time. The time runs from the first create to the last binding seen by a
 //! watch; the rate is pods per second of that. Both schedulers run the same plugins
 //! ([`comparable_plugins`]: kube-scheduler's defaults that placer implements, same weights and
-//! args, no preemption); kube-scheduler's client rate limit is raised from qps 50 / burst 100 to
+//! args; every pod fits, so preemption never runs); kube-scheduler's client rate limit is raised from qps 50 / burst 100 to
 //! qps 1000 / burst 1000 so it is not throttled on the client side (placer's kube-rs client has no
 //! client-side limit; placer binds with at most 16 binds in flight, kube-scheduler in one
 //! goroutine per pod). Both processes run during both measurements, so each also pays for

@@ -4,8 +4,8 @@
 //! kube-scheduler profile ([`KubeSchedulerYaml`]). The kube-scheduler profile disables every
 //! default (`multiPoint: {disabled: [{name: "*"}]}`) and enables exactly the listed plugins in
 //! that order through `multiPoint`, plus `DefaultBinder` (kube-scheduler refuses a profile
-//! without a bind plugin; placer binds without one). So no `PostFilter` (`DefaultPreemption`)
-//! runs and its `FailedScheduling` messages carry no preemption suffix. Both schedulers run their
+//! without a bind plugin; placer binds without one). Both run `DefaultPreemption`, so their
+//! `FailedScheduling` messages end with the same preemption part. Both schedulers run their
 //! Filter plugins in list order and stop at a node's first rejection, so the order decides which
 //! reason a node reports: keep the lists in kube-scheduler's default order.
 //!
@@ -42,7 +42,7 @@ pub const fn plugin(name: &'static str, weight: Option<u32>) -> ProfilePlugin {
 /// The filter-relevant safety plugins in kube-scheduler's default order (its
 /// `getDefaultPlugins`): queue sort, pre-enqueue gate, then the filters `NodeName`,
 /// `NodeUnschedulable`, `TaintToleration`, `NodeAffinity`, `NodePorts`, `NodeResourcesFit`, with
-/// kube-scheduler's default score weights.
+/// kube-scheduler's default score weights, and the PostFilter `DefaultPreemption`.
 pub fn safety_filter_plugins() -> Vec<ProfilePlugin> {
     vec![
         plugin("SchedulingGates", None),
@@ -53,6 +53,7 @@ pub fn safety_filter_plugins() -> Vec<ProfilePlugin> {
         plugin("NodeAffinity", Some(2)),
         plugin("NodePorts", None),
         least_allocated_fit(),
+        plugin("DefaultPreemption", None),
     ]
 }
 
@@ -60,7 +61,7 @@ pub fn safety_filter_plugins() -> Vec<ProfilePlugin> {
 /// with its default weights: [`safety_filter_plugins`] plus `VolumeBinding`, `PodTopologySpread`
 /// (no system default constraints: `defaultingType: List`) and `InterPodAffinity`. kube-scheduler's
 /// defaults that placer lacks (`VolumeRestrictions`, `NodeVolumeLimits`, `VolumeZone`,
-/// `DefaultPreemption`, `NodeResourcesBalancedAllocation`, `ImageLocality`) are left out.
+/// `NodeResourcesBalancedAllocation`, `ImageLocality`) are left out.
 pub fn comparable_plugins() -> Vec<ProfilePlugin> {
     let mut plugins = safety_filter_plugins();
     plugins.extend([
