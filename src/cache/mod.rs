@@ -2,12 +2,14 @@
 //!
 //! - [`state`]: the data and its indexes, updated one event at a time.
 //! - [`zone_index`]: per-zone pod counts for ZoneSpread.
+//! - [`Objects`]: kinds looked up by key only (budgets, volumes, claims, storage classes).
 //! - [`watch`]: kube-rs watchers that feed the state from the API server.
 //! - [`snapshot_file`]: fills the same state from a YAML/JSON file instead.
 //!
 //! Requests read through [`Cache::read`]: the guard is their consistent
 //! snapshot for the length of one evaluation.
 
+mod objects;
 pub mod snapshot_file;
 mod state;
 pub mod watch;
@@ -17,6 +19,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
+pub use objects::{Keyed, Objects, object_key};
 pub use state::{ClusterState, NodeUsage};
 pub use zone_index::{CountDimension, CountKey, CountSelector, ZoneIndex};
 

@@ -10,7 +10,9 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use crate::cache::zone_index::{CountDimension, ZoneIndex};
+use crate::cache::{Keyed, Objects};
 use crate::framework::pod::HostPort;
+use crate::framework::volume::{ClaimInfo, StorageClassInfo, VolumeInfo};
 use crate::framework::{DisruptionBudget, NodeInfo, PodInfo, Resources};
 
 /// What the pods assigned to one node take from it.
@@ -61,7 +63,10 @@ pub struct ClusterState {
     pods_by_node: HashMap<String, HashSet<String>>,
     usage: HashMap<String, NodeUsage>,
     zones: ZoneIndex,
-    budgets: HashMap<String, DisruptionBudget>,
+    budgets: Objects<DisruptionBudget>,
+    claims: Objects<ClaimInfo>,
+    volumes: Objects<VolumeInfo>,
+    storage_classes: Objects<StorageClassInfo>,
 }
 
 impl ClusterState {
@@ -116,24 +121,44 @@ impl ClusterState {
         self.pods.values()
     }
 
-    /// Every PodDisruptionBudget (watched in standalone mode only).
-    pub fn budgets(&self) -> impl Iterator<Item = &DisruptionBudget> {
-        self.budgets.values()
+    /// PodDisruptionBudgets (watched in standalone mode only).
+    pub fn budgets(&self) -> &Objects<DisruptionBudget> {
+        &self.budgets
     }
 
-    /// Adds or replaces a PodDisruptionBudget.
-    pub fn apply_budget(&mut self, budget: DisruptionBudget) {
-        self.budgets.insert(budget.key(), budget);
+    /// PodDisruptionBudgets, for the watch.
+    pub fn budgets_mut(&mut self) -> &mut Objects<DisruptionBudget> {
+        &mut self.budgets
     }
 
-    /// Forgets the PodDisruptionBudget `namespace/name`.
-    pub fn delete_budget(&mut self, namespace: &str, name: &str) {
-        self.budgets.remove(&pod_key(namespace, name));
+    /// PersistentVolumeClaims (standalone mode only).
+    pub fn claims(&self) -> &Objects<ClaimInfo> {
+        &self.claims
     }
 
-    /// Replaces every PodDisruptionBudget (after a full relist).
-    pub fn replace_budgets(&mut self, budgets: Vec<DisruptionBudget>) {
-        self.budgets = budgets.into_iter().map(|b| (b.key(), b)).collect();
+    /// PersistentVolumeClaims, for the watch.
+    pub fn claims_mut(&mut self) -> &mut Objects<ClaimInfo> {
+        &mut self.claims
+    }
+
+    /// PersistentVolumes (standalone mode only).
+    pub fn volumes(&self) -> &Objects<VolumeInfo> {
+        &self.volumes
+    }
+
+    /// PersistentVolumes, for the watch.
+    pub fn volumes_mut(&mut self) -> &mut Objects<VolumeInfo> {
+        &mut self.volumes
+    }
+
+    /// StorageClasses (standalone mode only).
+    pub fn storage_classes(&self) -> &Objects<StorageClassInfo> {
+        &self.storage_classes
+    }
+
+    /// StorageClasses, for the watch.
+    pub fn storage_classes_mut(&mut self) -> &mut Objects<StorageClassInfo> {
+        &mut self.storage_classes
     }
 
     /// The zone index (read side).
@@ -261,6 +286,36 @@ impl ClusterState {
                 self.zones.add(pod, node);
             }
         }
+    }
+}
+
+/// A kind kept in one of the cluster state's [`Objects`] stores.
+pub(crate) trait Stored: Keyed + Sized {
+    /// Its store.
+    fn store(state: &mut ClusterState) -> &mut Objects<Self>;
+}
+
+impl Stored for DisruptionBudget {
+    fn store(state: &mut ClusterState) -> &mut Objects<Self> {
+        &mut state.budgets
+    }
+}
+
+impl Stored for ClaimInfo {
+    fn store(state: &mut ClusterState) -> &mut Objects<Self> {
+        &mut state.claims
+    }
+}
+
+impl Stored for VolumeInfo {
+    fn store(state: &mut ClusterState) -> &mut Objects<Self> {
+        &mut state.volumes
+    }
+}
+
+impl Stored for StorageClassInfo {
+    fn store(state: &mut ClusterState) -> &mut Objects<Self> {
+        &mut state.storage_classes
     }
 }
 

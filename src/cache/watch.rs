@@ -8,14 +8,17 @@
 use std::sync::Arc;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::storage::v1::StorageClass;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 use tracing::{info, warn};
 
-use crate::cache::{Cache, ClusterState};
+use super::state::Stored;
+use crate::cache::{Cache, ClusterState, object_key};
+use crate::framework::volume::{ClaimInfo, StorageClassInfo, VolumeInfo};
 use crate::framework::{DisruptionBudget, NodeInfo, PodInfo};
 
 /// Only pods bound to a node matter to placer's indexes.
@@ -74,23 +77,55 @@ pub async fn watch_pods(client: Client, cache: Arc<Cache>) {
 }
 
 /// Watches PodDisruptionBudgets forever (standalone mode: preemption
-/// prefers victims whose eviction no budget forbids).
+/// prefers victims whose eviction no budget forbids). Budgets only rank
+/// preemption candidates, so their changes wake no waiting pod.
 pub async fn watch_budgets(client: Client, cache: Arc<Cache>) {
+    watch_keyed::<PodDisruptionBudget, DisruptionBudget>(
+        client,
+        cache,
+        "poddisruptionbudget",
+        false,
+    )
+    .await;
+}
+
+/// Watches PersistentVolumeClaims, PersistentVolumes and StorageClasses
+/// forever (standalone mode: VolumeBinding). A claim getting bound may let a
+/// waiting pod fit, so every change is a cluster event.
+pub async fn watch_storage(client: Client, cache: Arc<Cache>) {
+    tokio::join!(
+        watch_keyed::<PersistentVolumeClaim, ClaimInfo>(
+            client.clone(),
+            cache.clone(),
+            "persistentvolumeclaim",
+            true
+        ),
+        watch_keyed::<PersistentVolume, VolumeInfo>(
+            client.clone(),
+            cache.clone(),
+            "persistentvolume",
+            true
+        ),
+        watch_keyed::<StorageClass, StorageClassInfo>(client, cache, "storageclass", true),
+    );
+}
+
+/// Watches one kind kept in an [`Objects`] store of the cluster state. Its
+/// sync does not gate readiness: plugins treat a missing object as missing.
+async fn watch_keyed<K, R>(client: Client, cache: Arc<Cache>, kind: &'static str, is_event: bool)
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
+    K::DynamicType: Default,
+    R: Stored + for<'a> From<&'a K>,
+{
     let sink = Sink {
-        kind: "poddisruptionbudget",
-        convert: |b: &PodDisruptionBudget| DisruptionBudget::from(b),
-        apply: ClusterState::apply_budget,
-        delete: |s, b: &PodDisruptionBudget| {
-            let meta = &b.metadata;
-            s.delete_budget(
-                meta.namespace.as_deref().unwrap_or(""),
-                meta.name.as_deref().unwrap_or(""),
-            );
-        },
-        replace: ClusterState::replace_budgets,
-        // Budgets only rank preemption candidates; scheduling need not wait for them.
+        kind,
+        convert: |k: &K| R::from(k),
+        apply: |s, r| R::store(s).apply(r),
+        delete: |s, k: &K| R::store(s).delete(&object_key(k.meta())),
+        replace: |s, all| R::store(s).replace(all),
         synced: |_| {},
-        apply_is_event: false,
+        apply_is_event: is_event,
     };
     feed(Api::all(client), watcher::Config::default(), cache, sink).await;
 }
@@ -112,6 +147,9 @@ where
                 let count = relist.len();
                 (sink.replace)(&mut cache.write(), std::mem::take(&mut relist));
                 (sink.synced)(&cache);
+                if sink.apply_is_event {
+                    cache.note_event();
+                }
                 info!(kind = sink.kind, count, "list synced");
             }
             Ok(watcher::Event::Apply(o)) => {

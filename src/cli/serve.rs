@@ -50,6 +50,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             tokio::spawn(watch::watch_pods(client.clone(), cache.clone()));
             if args.mode.schedules() {
                 tokio::spawn(watch::watch_budgets(client.clone(), cache.clone()));
+                tokio::spawn(watch::watch_storage(client.clone(), cache.clone()));
             }
             (cache, Some(Arc::new(Binder::new(client))))
         }

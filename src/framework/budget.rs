@@ -5,6 +5,8 @@ use std::collections::BTreeSet;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
+use crate::cache::Keyed;
+
 /// A PodDisruptionBudget reduced to what victim selection needs.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct DisruptionBudget {
@@ -20,9 +22,8 @@ pub struct DisruptionBudget {
     pub disrupted_pods: BTreeSet<String>,
 }
 
-impl DisruptionBudget {
-    /// `namespace/name`.
-    pub fn key(&self) -> String {
+impl Keyed for DisruptionBudget {
+    fn key(&self) -> String {
         format!("{}/{}", self.namespace, self.name)
     }
 }

@@ -15,6 +15,7 @@ pub mod pod;
 pub mod resources;
 mod runner;
 mod status;
+pub mod volume;
 
 pub use budget::DisruptionBudget;
 pub use cycle_state::CycleState;

@@ -88,9 +88,35 @@ pub struct PodSpecInfo {
     pub topology_spread_constraints: Vec<TopologySpreadConstraint>,
     /// Names of `spec.schedulingGates`; a gated pod is not scheduled.
     pub scheduling_gates: Vec<String>,
-    /// Claims the pod's volumes need: PersistentVolumeClaim `claimName`s and
-    /// the `<pod>-<volume>` claims of generic ephemeral volumes.
-    pub pvc_claims: Vec<String>,
+    /// Claims the pod's volumes need, in volume order.
+    pub pvc_claims: Vec<VolumeClaim>,
+}
+
+/// A PersistentVolumeClaim one of the pod's volumes needs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct VolumeClaim {
+    /// A `persistentVolumeClaim` volume's `claimName`, or the `<pod>-<volume>`
+    /// claim of a generic ephemeral volume.
+    pub name: String,
+    /// A generic ephemeral volume's claim (created for, and owned by, the pod).
+    pub ephemeral: bool,
+}
+
+impl VolumeClaim {
+    /// The claim of a `persistentVolumeClaim` volume.
+    pub fn named(name: &str) -> Self {
+        VolumeClaim {
+            name: name.to_string(),
+            ephemeral: false,
+        }
+    }
+
+    fn ephemeral(pod: &str, volume: &str) -> Self {
+        VolumeClaim {
+            name: format!("{pod}-{volume}"),
+            ephemeral: true,
+        }
+    }
 }
 
 /// One host port a container binds.
@@ -295,17 +321,12 @@ fn spec_from_api(pod_name: &str, spec: &k8s_openapi::api::core::v1::PodSpec) -> 
             .iter()
             .flatten()
             .filter_map(|v| match (&v.persistent_volume_claim, &v.ephemeral) {
-                (Some(c), _) => Some(c.claim_name.clone()),
-                (None, Some(_)) => Some(ephemeral_claim(pod_name, &v.name)),
+                (Some(c), _) => Some(VolumeClaim::named(&c.claim_name)),
+                (None, Some(_)) => Some(VolumeClaim::ephemeral(pod_name, &v.name)),
                 (None, None) => None,
             })
             .collect(),
     }
-}
-
-/// The claim a generic ephemeral volume creates (`<pod>-<volume>`).
-fn ephemeral_claim(pod: &str, volume: &str) -> String {
-    format!("{pod}-{volume}")
 }
 
 /// Decodes a Pod in Kubernetes' JSON form (camelCase keys) straight into a
@@ -487,8 +508,8 @@ impl WireSpec {
                 .into_iter()
                 .flatten()
                 .filter_map(|v| match (v.persistent_volume_claim, v.ephemeral) {
-                    (Some(c), _) => Some(c.claim_name),
-                    (None, Some(_)) => Some(ephemeral_claim(pod_name, &v.name)),
+                    (Some(c), _) => Some(VolumeClaim::named(&c.claim_name)),
+                    (None, Some(_)) => Some(VolumeClaim::ephemeral(pod_name, &v.name)),
                     (None, None) => None,
                 })
                 .collect(),
@@ -562,7 +583,12 @@ mod tests {
             }]
         );
         assert_eq!(s.scheduling_gates, ["wait"]);
-        assert_eq!(s.pvc_claims, ["data", "p-scratch"]);
+        let claims: Vec<(&str, bool)> = s
+            .pvc_claims
+            .iter()
+            .map(|c| (c.name.as_str(), c.ephemeral))
+            .collect();
+        assert_eq!(claims, [("data", false), ("p-scratch", true)]);
         // Scoring counts the sidecar's and the container's missing memory at 200Mi each.
         assert_eq!(s.non_zero_requests.memory, (1 << 30) + (200 << 20));
         assert_eq!(s.non_zero_requests.milli_cpu, 1060);

@@ -215,6 +215,23 @@ impl RequiredNodeAffinity {
         }
     }
 
+    /// No requirement at all: every node matches.
+    pub fn anywhere() -> Self {
+        RequiredNodeAffinity {
+            node_selector: Vec::new(),
+            terms: None,
+        }
+    }
+
+    /// Just the terms of `selector`, ORed, as `MatchNodeSelectorTerms` reads
+    /// them (a PersistentVolume's `nodeAffinity.required`).
+    pub fn from_selector(selector: &NodeSelector) -> Self {
+        RequiredNodeAffinity {
+            node_selector: Vec::new(),
+            terms: Some(parse_required_terms(selector)),
+        }
+    }
+
     /// True when `node` satisfies the node selector and some required term.
     pub fn matches(&self, node: &NodeInfo) -> bool {
         self.node_selector

@@ -17,6 +17,9 @@ use serde_json::{Value, json};
 
 use crate::harness::logs::{field, lines_with};
 use anyhow::Context as _;
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+use kube::Api;
+use kube::api::PostParams;
 
 use crate::harness::{
     HW_REASON, NO_VICTIMS, NOT_HELPFUL, Placer, PodBuilder, REPORTING_CONTROLLER,
@@ -463,148 +466,94 @@ async fn pod_anti_affinity_required_hostname() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// VolumeBinding (placer's stand-in): a pod with a PersistentVolumeClaim is not placed silently;
-/// its FailedScheduling text states the PreFilter rejection once, as kube-scheduler does:
-/// "0/N nodes are available: <reason>.".
-#[tokio::test]
-async fn volume_binding_refuses_pods_with_claims() -> anyhow::Result<()> {
-    let env = TestEnv::new("sa-volumes").await?;
-    env.create_nodes([env.node("n1")]).await?;
-    let _placer = env.start_standalone("placer", &[]).await?;
-    let volume = json!({ "volumes": [
-        { "name": "data", "persistentVolumeClaim": { "claimName": "data" } },
-    ] });
+/// A PersistentVolume reachable only from `node` (local-volume style, by hostname), already
+/// claimed by `claim`, and that claim bound to it as the PV controller would leave it (there is
+/// no controller manager here): `spec.volumeName` plus the `bind-completed` annotation.
+async fn bound_local_volume(env: &TestEnv, claim: &str, node: &str) -> anyhow::Result<String> {
+    let pv_name = env.name(&format!("pv-{claim}"));
+    let pv: PersistentVolume = serde_json::from_value(json!({
+        "metadata": { "name": pv_name },
+        "spec": {
+            "capacity": { "storage": "1Gi" },
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": "",
+            "local": { "path": "/mnt/data" },
+            "claimRef": { "namespace": env.namespace(), "name": claim },
+            "nodeAffinity": { "required": { "nodeSelectorTerms": [{ "matchExpressions": [
+                { "key": HOSTNAME, "operator": "In", "values": [node] },
+            ] }] } },
+        },
+    }))?;
+    Api::<PersistentVolume>::all(env.client().clone())
+        .create(&PostParams::default(), &pv)
+        .await
+        .with_context(|| format!("create {pv_name}"))?;
+    let pvc: PersistentVolumeClaim = serde_json::from_value(json!({
+        "metadata": { "name": claim,
+                      "annotations": { "pv.kubernetes.io/bind-completed": "yes" } },
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": "",
+            "volumeName": pv_name,
+            "resources": { "requests": { "storage": "1Gi" } },
+        },
+    }))?;
+    Api::<PersistentVolumeClaim>::namespaced(env.client().clone(), env.namespace())
+        .create(&PostParams::default(), &pvc)
+        .await
+        .with_context(|| format!("create claim {claim}"))?;
+    Ok(pv_name)
+}
 
-    env.create_pod_with_spec(&env.pod("with-claim"), volume)
+/// A pod spec with one volume using claim `claim`.
+fn claim_volume(claim: &str) -> Value {
+    json!({ "volumes": [{ "name": "data", "persistentVolumeClaim": { "claimName": claim } }] })
+}
+
+/// VolumeBinding: pods whose claim is bound to a volume pinned to `n2` all go to `n2`, never to
+/// the otherwise equal `n1` (tie rotation would alternate). A pod whose claim does not exist gets
+/// kube-scheduler's "persistentvolumeclaim ... not found", stated once; when the claim appears,
+/// bound to a volume on `n1`, the pod is retried and lands on `n1`.
+#[tokio::test]
+async fn volume_binding_follows_bound_volumes() -> anyhow::Result<()> {
+    let env = TestEnv::new("sa-volumes").await?;
+    let nodes = env.create_nodes([env.node("n1"), env.node("n2")]).await?;
+    bound_local_volume(&env, "data", &nodes[1]).await?;
+    let placer = env.start_standalone("placer", &[]).await?;
+
+    for name in ["db-0", "db-1", "db-2"] {
+        env.create_pod_with_spec(&env.pod(name), claim_volume("data"))
+            .await?;
+        assert_eq!(env.wait_pod_bound(name).await?, nodes[1], "{name}");
+    }
+    assert_scheduled_event(&env, &placer, "db-2", &nodes[1]).await?;
+
+    env.create_pod_with_spec(&env.pod("late"), claim_volume("later"))
         .await?;
-    let event = env.wait_pod_event("with-claim", "FailedScheduling").await?;
+    let event = env.wait_pod_event("late", "FailedScheduling").await?;
     let message = event.message.unwrap_or_default();
-    eprintln!("with-claim: FailedScheduling: {message}");
+    eprintln!("late: FailedScheduling: {message}");
     let total = message
         .strip_prefix("0/")
         .and_then(|m| m.split_once(' '))
         .and_then(|(n, _)| n.parse::<usize>().ok())
         .unwrap_or(0);
-    assert!(total >= 1, "{message}");
+    assert!(total >= 2, "{message}");
     // A PreFilter rejection is stated once; preemption cannot help on any node.
     assert_eq!(
         message,
         format!(
-            "0/{total} nodes are available: placer cannot place pods with PersistentVolumeClaims \
-             yet (volume binding is not implemented): claim data. preemption: 0/{total} nodes \
-             are available: {total} Preemption is not helpful for scheduling."
+            "0/{total} nodes are available: persistentvolumeclaim \"later\" not found. \
+             preemption: 0/{total} nodes are available: {total} Preemption is not helpful for \
+             scheduling."
         )
     );
-    let condition = env.wait_pod_unschedulable("with-claim").await?;
+    let condition = env.wait_pod_unschedulable("late").await?;
     assert_eq!(condition.reason.as_deref(), Some("Unschedulable"));
-    env.assert_stays_unbound("with-claim", STAYS_PENDING)
-        .await?;
-    Ok(())
-}
+    env.assert_stays_unbound("late", STAYS_PENDING).await?;
 
-/// Polls `pod` until it is bound; returns the `status.nominatedNodeName` seen meanwhile (the
-/// last one) and the node.
-async fn nomination_then_node(
-    env: &TestEnv,
-    pod: &str,
-) -> anyhow::Result<(Option<String>, String)> {
-    let deadline = Instant::now() + SCHEDULING_TIMEOUT;
-    let mut nominated = None;
-    while Instant::now() < deadline {
-        let p = env.pods().get(pod).await?;
-        if let Some(n) = p.status.and_then(|s| s.nominated_node_name) {
-            nominated = Some(n);
-        }
-        if let Some(node) = p.spec.and_then(|s| s.node_name) {
-            return Ok((nominated, node));
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    anyhow::bail!("{pod} not bound within {SCHEDULING_TIMEOUT:?}")
-}
-
-/// DefaultPreemption: both 2-CPU nodes are full, `n1` with a priority-10 pod and `n2` with a
-/// priority-100 pod. A priority-1000 pod evicts only the priority-10 pod (the cheaper node): the
-/// victim gets a `Preempted` event naming the preemptor, the preemptor's first FailedScheduling
-/// says where it will go, it is nominated to `n1` and bound there. A priority-100 pod then finds
-/// no victims anywhere (nothing of lower priority is left) and stays Pending, and the
-/// priority-100 pod on `n2` survives both.
-#[tokio::test]
-async fn default_preemption_evicts_the_cheapest_victim() -> anyhow::Result<()> {
-    let env = TestEnv::new("sa-preempt").await?;
-    let nodes = env
-        .create_nodes([env.node("n1").cpu("2"), env.node("n2").cpu("2")])
-        .await?;
-    let low = env.create_priority_class("low", 10).await?;
-    let mid = env.create_priority_class("mid", 100).await?;
-    let high = env.create_priority_class("high", 1000).await?;
-    let full = |class: &str| {
-        let class = class.to_owned();
-        move |p: PodBuilder| p.priority_class(&class).request("cpu", "2")
-    };
-    env.create_bound_pods("low", &nodes[0], 1, full(&low))
-        .await?;
-    env.create_bound_pods("mid", &nodes[1], 1, full(&mid))
-        .await?;
-    let placer = env.start_standalone("placer", &[]).await?;
-
-    let preemptor = env
-        .create_pod(
-            &env.pod("preemptor")
-                .priority_class(&high)
-                .request("cpu", "2"),
-        )
-        .await?;
-    let uid = preemptor.metadata.uid.unwrap_or_default();
-    // The nomination is visible between the preemption and the bind (the API server clears
-    // `nominatedNodeName` when it binds the pod), a second or more given the backoff.
-    let (nominated, node) = nomination_then_node(&env, "preemptor").await?;
-    assert_eq!(nominated.as_deref(), Some(nodes[0].as_str()));
-    assert_eq!(node, nodes[0]);
-    assert_scheduled_event(&env, &placer, "preemptor", &nodes[0]).await?;
-
-    let preempted = env.wait_pod_event("low-0", "Preempted").await?;
-    assert_eq!(
-        preempted.message.as_deref(),
-        Some(format!("Preempted by pod {uid} on node {}", nodes[0]).as_str())
-    );
-    assert_eq!(preempted.type_.as_deref(), Some("Normal"));
-    assert_eq!(preempted.action.as_deref(), Some("Preempting"));
-    assert_eq!(
-        preempted.reporting_component.as_deref(),
-        Some(REPORTING_CONTROLLER)
-    );
-    assert_eq!(
-        preempted.related.and_then(|r| r.name).as_deref(),
-        Some("preemptor")
-    );
-    let gone = env.pods().get_opt("low-0").await?;
-    assert!(gone.is_none(), "the victim was deleted: {gone:?}");
-    assert!(env.pods().get_opt("mid-0").await?.is_some());
-
-    let first = env.wait_pod_event("preemptor", "FailedScheduling").await?;
-    let message = first.message.unwrap_or_default();
-    eprintln!("preemptor: FailedScheduling: {message}");
-    let suffix = format!(
-        " preemption: found a potential placement for pod on node {}, preempting 1 victims",
-        nodes[0]
-    );
-    let fit = message
-        .strip_suffix(&suffix)
-        .with_context(|| format!("no {suffix:?} in {message:?}"))?;
-    check_fit_error(fit, &[(2, INSUFFICIENT_CPU)], None)?;
-    assert!(
-        placer
-            .metric("placer_preemption_attempts_total")
-            .await?
-            .unwrap_or(0.0)
-            >= 1.0
-    );
-
-    env.create_pod(&env.pod("peer").priority_class(&mid).request("cpu", "2"))
-        .await?;
-    assert_unschedulable(&env, "peer", &[(2, INSUFFICIENT_CPU)], &[(2, NO_VICTIMS)]).await?;
-    assert!(env.pods().get_opt("mid-0").await?.is_some());
+    bound_local_volume(&env, "later", &nodes[0]).await?;
+    assert_eq!(env.wait_pod_bound("late").await?, nodes[0]);
     Ok(())
 }
 

@@ -312,7 +312,7 @@ mod tests {
         let mut c = cluster(&[("a", "z1", false), ("b", "z2", false)]);
         let mut p = pod(false);
         p.spec = Arc::new(crate::framework::pod::PodSpecInfo {
-            pvc_claims: vec!["data".into()],
+            pvc_claims: vec![crate::framework::pod::VolumeClaim::named("data")],
             ..Default::default()
         });
         let err = schedule_one(
@@ -323,11 +323,11 @@ mod tests {
             &TieRotation::default(),
         )
         .unwrap_err();
-        let reason = crate::plugins::volume_binding::REASON_PREFIX;
         assert_eq!(
             err,
             Failure::Unschedulable {
-                message: format!("0/2 nodes are available: {reason}: claim data."),
+                message: r#"0/2 nodes are available: persistentvolumeclaim "data" not found."#
+                    .into(),
                 nominating: Nominating::Clear,
             }
         );

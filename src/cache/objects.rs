@@ -1,0 +1,109 @@
+//! Objects of one kind that plugins look up by key (PodDisruptionBudgets,
+//! PersistentVolumeClaims, PersistentVolumes, StorageClasses): no index
+//! beyond the key, updated one watch event at a time.
+
+use std::collections::HashMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+/// A view stored in [`Objects`]: its key is `namespace/name` for namespaced
+/// kinds and `name` for cluster-scoped ones.
+pub trait Keyed {
+    /// The store key.
+    fn key(&self) -> String;
+}
+
+/// The store key of an API object (the same rule as [`Keyed::key`]).
+pub fn object_key(meta: &ObjectMeta) -> String {
+    let name = meta.name.as_deref().unwrap_or("");
+    match meta.namespace.as_deref() {
+        Some(ns) if !ns.is_empty() => format!("{ns}/{name}"),
+        _ => name.to_string(),
+    }
+}
+
+/// The objects of one kind by key.
+#[derive(Debug)]
+pub struct Objects<T> {
+    items: HashMap<String, T>,
+}
+
+impl<T> Default for Objects<T> {
+    fn default() -> Self {
+        Objects {
+            items: HashMap::new(),
+        }
+    }
+}
+
+impl<T: Keyed> Objects<T> {
+    /// The object with `key`.
+    pub fn get(&self, key: &str) -> Option<&T> {
+        self.items.get(key)
+    }
+
+    /// Every object, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = &T> {
+        self.items.values()
+    }
+
+    /// Number of objects.
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    /// True when there are none.
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    /// Adds or replaces an object.
+    pub fn apply(&mut self, item: T) {
+        self.items.insert(item.key(), item);
+    }
+
+    /// Forgets the object with `key`.
+    pub fn delete(&mut self, key: &str) {
+        self.items.remove(key);
+    }
+
+    /// Replaces every object (after a full relist).
+    pub fn replace(&mut self, items: Vec<T>) {
+        self.items = items.into_iter().map(|i| (i.key(), i)).collect();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, PartialEq)]
+    struct Named(&'static str, u32);
+
+    impl Keyed for Named {
+        fn key(&self) -> String {
+            self.0.to_string()
+        }
+    }
+
+    #[test]
+    fn apply_replaces_by_key_and_relist_replaces_all() {
+        let mut o = Objects::default();
+        o.apply(Named("a", 1));
+        o.apply(Named("a", 2));
+        o.apply(Named("b", 1));
+        assert_eq!(o.len(), 2);
+        assert_eq!(o.get("a"), Some(&Named("a", 2)));
+        o.delete("a");
+        assert!(o.get("a").is_none());
+        o.replace(vec![Named("c", 3)]);
+        assert_eq!(o.iter().collect::<Vec<_>>(), [&Named("c", 3)]);
+        let meta = |ns: Option<&str>| ObjectMeta {
+            name: Some("x".into()),
+            namespace: ns.map(str::to_string),
+            ..Default::default()
+        };
+        assert_eq!(object_key(&meta(Some("ns"))), "ns/x");
+        assert_eq!(object_key(&meta(None)), "x");
+    }
+}
