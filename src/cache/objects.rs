@@ -26,12 +26,14 @@ pub fn object_key(meta: &ObjectMeta) -> String {
 #[derive(Debug)]
 pub struct Objects<T> {
     items: HashMap<String, T>,
+    synced: bool,
 }
 
 impl<T> Default for Objects<T> {
     fn default() -> Self {
         Objects {
             items: HashMap::new(),
+            synced: false,
         }
     }
 }
@@ -67,9 +69,16 @@ impl<T: Keyed> Objects<T> {
         self.items.remove(key);
     }
 
-    /// Replaces every object (after a full relist).
+    /// Replaces every object (after a full relist); from then on the store
+    /// is complete: an object it lacks does not exist.
     pub fn replace(&mut self, items: Vec<T>) {
         self.items = items.into_iter().map(|i| (i.key(), i)).collect();
+        self.synced = true;
+    }
+
+    /// True once a full list was applied (a watch feeds this kind).
+    pub fn is_synced(&self) -> bool {
+        self.synced
     }
 }
 
@@ -93,10 +102,12 @@ mod tests {
         o.apply(Named("a", 2));
         o.apply(Named("b", 1));
         assert_eq!(o.len(), 2);
+        assert!(!o.is_synced(), "single events do not make a complete list");
         assert_eq!(o.get("a"), Some(&Named("a", 2)));
         o.delete("a");
         assert!(o.get("a").is_none());
         o.replace(vec![Named("c", 3)]);
+        assert!(o.is_synced());
         assert_eq!(o.iter().collect::<Vec<_>>(), [&Named("c", 3)]);
         let meta = |ns: Option<&str>| ObjectMeta {
             name: Some("x".into()),

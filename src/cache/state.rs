@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use crate::cache::zone_index::{CountDimension, ZoneIndex};
 use crate::cache::{Keyed, Objects};
+use crate::framework::namespace::NamespaceInfo;
 use crate::framework::pod::HostPort;
 use crate::framework::volume::{ClaimInfo, StorageClassInfo, VolumeInfo};
 use crate::framework::{DisruptionBudget, NodeInfo, PodInfo, Resources};
@@ -67,6 +68,7 @@ pub struct ClusterState {
     claims: Objects<ClaimInfo>,
     volumes: Objects<VolumeInfo>,
     storage_classes: Objects<StorageClassInfo>,
+    namespaces: Objects<NamespaceInfo>,
 }
 
 impl ClusterState {
@@ -159,6 +161,16 @@ impl ClusterState {
     /// StorageClasses, for the watch.
     pub fn storage_classes_mut(&mut self) -> &mut Objects<StorageClassInfo> {
         &mut self.storage_classes
+    }
+
+    /// Namespaces with their labels (standalone mode only; not synced otherwise).
+    pub fn namespaces(&self) -> &Objects<NamespaceInfo> {
+        &self.namespaces
+    }
+
+    /// Namespaces, for the watch.
+    pub fn namespaces_mut(&mut self) -> &mut Objects<NamespaceInfo> {
+        &mut self.namespaces
     }
 
     /// The zone index (read side).
@@ -316,6 +328,12 @@ impl Stored for VolumeInfo {
 impl Stored for StorageClassInfo {
     fn store(state: &mut ClusterState) -> &mut Objects<Self> {
         &mut state.storage_classes
+    }
+}
+
+impl Stored for NamespaceInfo {
+    fn store(state: &mut ClusterState) -> &mut Objects<Self> {
+        &mut state.namespaces
     }
 }
 

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::runtime::{WatchStreamExt, watcher};
@@ -18,6 +18,7 @@ use tracing::{info, warn};
 
 use super::state::Stored;
 use crate::cache::{Cache, ClusterState, object_key};
+use crate::framework::namespace::NamespaceInfo;
 use crate::framework::volume::{ClaimInfo, StorageClassInfo, VolumeInfo};
 use crate::framework::{DisruptionBudget, NodeInfo, PodInfo};
 
@@ -108,6 +109,12 @@ pub async fn watch_storage(client: Client, cache: Arc<Cache>) {
         ),
         watch_keyed::<StorageClass, StorageClassInfo>(client, cache, "storageclass", true),
     );
+}
+
+/// Watches Namespaces forever (standalone mode: `namespaceSelector` in pod
+/// affinity terms). A label change may let a waiting pod fit.
+pub async fn watch_namespaces(client: Client, cache: Arc<Cache>) {
+    watch_keyed::<Namespace, NamespaceInfo>(client, cache, "namespace", true).await;
 }
 
 /// Watches one kind kept in an [`Objects`] store of the cluster state. Its

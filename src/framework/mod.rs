@@ -10,6 +10,7 @@ mod cycle_state;
 pub mod explain;
 mod fit_error;
 pub mod interface;
+pub mod namespace;
 mod node;
 pub mod pod;
 pub mod resources;

@@ -466,6 +466,45 @@ async fn pod_anti_affinity_required_hostname() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// InterPodAffinity with a `namespaceSelector` (decided from namespace labels placer watches):
+/// the API server labels every namespace `kubernetes.io/metadata.name=<name>`, so a required
+/// anti-affinity term selecting this test's namespace by that label counts `db-0`, and `db-1`
+/// goes to the other node; a term selecting another namespace does not count `db-0` or
+/// `db-1`, and with both nodes holding one, a pod whose term selects this namespace finds none.
+#[tokio::test]
+async fn pod_anti_affinity_namespace_selector() -> anyhow::Result<()> {
+    let env = TestEnv::new("sa-ns-selector").await?;
+    let nodes = env.create_nodes([env.node("n1"), env.node("n2")]).await?;
+    let placer = env.start_standalone("placer", &[]).await?;
+    let anti = |namespace: &str| {
+        json!({ "affinity": { "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [{
+                "labelSelector": { "matchLabels": { "app": "db" } }, "topologyKey": HOSTNAME,
+                "namespaceSelector": { "matchLabels": { "kubernetes.io/metadata.name": namespace } },
+            }],
+        } } })
+    };
+    let db = |name: &str| env.pod(name).label("app", "db");
+    let own = anti(env.namespace());
+
+    env.create_pod_with_spec(&db("db-0"), own.clone()).await?;
+    let first = env.wait_pod_bound("db-0").await?;
+    let other = nodes.iter().find(|n| **n != first).expect("two nodes");
+    env.create_pod_with_spec(&db("db-1"), own.clone()).await?;
+    assert_eq!(&env.wait_pod_bound("db-1").await?, other);
+    assert_scheduled_event(&env, &placer, "db-1", other).await?;
+
+    // Selecting only kube-system, this pod's own term ignores db-0 and db-1 (theirs do not
+    // select it either: it is not app=db).
+    env.create_pod_with_spec(&env.pod("elsewhere"), anti("kube-system"))
+        .await?;
+    assert!(nodes.contains(&env.wait_pod_bound("elsewhere").await?));
+
+    env.create_pod_with_spec(&db("db-2"), own).await?;
+    assert_unschedulable(&env, "db-2", &[(2, ANTI_AFFINITY)], &[(2, NO_VICTIMS)]).await?;
+    Ok(())
+}
+
 /// A PersistentVolume reachable only from `node` (local-volume style, by hostname), already
 /// claimed by `claim`, and that claim bound to it as the PV controller would leave it (there is
 /// no controller manager here): `spec.volumeName` plus the `bind-completed` annotation.

@@ -41,16 +41,19 @@ impl PreFilterPlugin for InterPodAffinity {
             return Status::unresolvable(format!("parsing pod: {e}"));
         }
         let (affinity, anti) = (terms.required_affinity, terms.required_anti);
+        let namespaces = cluster.namespaces();
         if let Err(e) = reject_namespace_selectors(
             pod,
             "podAffinity.requiredDuringSchedulingIgnoredDuringExecution",
             affinity,
+            namespaces,
         )
         .and_then(|()| {
             reject_namespace_selectors(
                 pod,
                 "podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution",
                 anti,
+                namespaces,
             )
         }) {
             return Status::error(e);
@@ -64,7 +67,7 @@ impl PreFilterPlugin for InterPodAffinity {
             self_match: !affinity.is_empty()
                 && affinity
                     .iter()
-                    .all(|t| term_matches(t, ns, pod) == TermMatch::Yes),
+                    .all(|t| term_matches(t, ns, pod, namespaces) == TermMatch::Yes),
         };
         for existing in cluster.pods() {
             let Some(node) = existing.node_name.as_deref().and_then(|n| cluster.node(n)) else {
@@ -73,19 +76,19 @@ impl PreFilterPlugin for InterPodAffinity {
             if !affinity.is_empty()
                 && affinity
                     .iter()
-                    .all(|t| term_matches(t, ns, existing) == TermMatch::Yes)
+                    .all(|t| term_matches(t, ns, existing, namespaces) == TermMatch::Yes)
             {
                 for t in affinity {
                     s.affinity.add(node, &t.topology_key, 1);
                 }
             }
             for t in anti {
-                if term_matches(t, ns, existing) == TermMatch::Yes {
+                if term_matches(t, ns, existing, namespaces) == TermMatch::Yes {
                     s.anti.add(node, &t.topology_key, 1);
                 }
             }
             for t in Terms::of(existing).required_anti {
-                match term_matches(t, &existing.namespace, pod) {
+                match term_matches(t, &existing.namespace, pod, namespaces) {
                     TermMatch::Yes => s.existing_anti.add(node, &t.topology_key, 1),
                     TermMatch::No => {}
                     TermMatch::Unknown => {

@@ -20,14 +20,17 @@
 //! A term selects a pod when its `labelSelector` does (none selects nothing)
 //! and the pod's namespace is allowed: `namespaces` if listed, the term
 //! owner's namespace when neither `namespaces` nor `namespaceSelector` is set,
-//! every namespace with an empty `namespaceSelector: {}`.
+//! every namespace with an empty `namespaceSelector: {}`, and the namespaces
+//! whose labels a non-empty `namespaceSelector` selects (a namespace placer
+//! does not know has no labels, as in kube-scheduler).
 //! `matchLabelKeys`/`mismatchLabelKeys` are not read: the API server merges
 //! them into `labelSelector` when the pod is created.
 //!
-//! Not supported, because placer does not cache namespace labels: a
-//! non-empty `namespaceSelector`. On the incoming pod's required terms,
-//! PreFilter fails with an `Error` status naming the term (every node gets
-//! it); on its preferred terms, PreScore does. An existing pod's required
+//! Namespace labels come from the cache, which watches Namespaces in
+//! standalone mode. Where it does not (extender mode), a non-empty
+//! `namespaceSelector` cannot be decided: on the incoming pod's required
+//! terms, PreFilter fails with an `Error` status naming the term (every node
+//! gets it); on its preferred terms, PreScore does. An existing pod's required
 //! anti-affinity term with one, whose label selector selects the incoming pod
 //! in a namespace it does not list, turns the nodes of its domain into
 //! `Error`s (it may or may not apply); an existing pod's preferred or
@@ -36,11 +39,13 @@
 mod filter;
 mod score;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use k8s_openapi::api::core::v1::{PodAffinityTerm, WeightedPodAffinityTerm};
 use serde::{Deserialize, Serialize};
 
+use crate::cache::Objects;
+use crate::framework::namespace::NamespaceInfo;
 use crate::framework::{NodeInfo, PodInfo};
 use crate::plugins::label_selector;
 
@@ -197,12 +202,16 @@ impl<'a> Terms<'a> {
 }
 
 /// Fails when one of the incoming pod's `terms` (the list at `path`) has a
-/// non-empty `namespaceSelector`, which placer cannot resolve.
+/// non-empty `namespaceSelector` and namespace labels are not known.
 fn reject_namespace_selectors<'t>(
     pod: &PodInfo,
     path: &str,
     terms: impl IntoIterator<Item = &'t PodAffinityTerm>,
+    namespaces: &Objects<NamespaceInfo>,
 ) -> Result<(), String> {
+    if namespaces.is_synced() {
+        return Ok(());
+    }
     for (i, t) in terms.into_iter().enumerate() {
         if t.namespace_selector
             .as_ref()
@@ -224,13 +233,19 @@ fn reject_namespace_selectors<'t>(
 enum TermMatch {
     Yes,
     No,
-    /// Only the namespace's labels could tell (non-empty `namespaceSelector`).
+    /// Only the namespace's labels could tell (non-empty `namespaceSelector`),
+    /// and they are not known.
     Unknown,
 }
 
 /// `AffinityTerm.Matches`: whether `term`, declared by a pod in namespace
 /// `owner_ns`, selects `target`.
-fn term_matches(term: &PodAffinityTerm, owner_ns: &str, target: &PodInfo) -> TermMatch {
+fn term_matches(
+    term: &PodAffinityTerm,
+    owner_ns: &str,
+    target: &PodInfo,
+    namespaces: &Objects<NamespaceInfo>,
+) -> TermMatch {
     if !label_selector::matches(term.label_selector.as_ref(), &target.labels) {
         return TermMatch::No;
     }
@@ -244,7 +259,18 @@ fn term_matches(term: &PodAffinityTerm, owner_ns: &str, target: &PodInfo) -> Ter
         _ if in_namespaces => TermMatch::Yes,
         None => TermMatch::No,
         Some(s) if label_selector::is_empty(s) => TermMatch::Yes,
-        Some(_) => TermMatch::Unknown,
+        Some(_) if !namespaces.is_synced() => TermMatch::Unknown,
+        Some(s) => {
+            let none = BTreeMap::new();
+            let labels = namespaces
+                .get(&target.namespace)
+                .map_or(&none, |n| &n.labels);
+            if label_selector::matches(Some(s), labels) {
+                TermMatch::Yes
+            } else {
+                TermMatch::No
+            }
+        }
     }
 }
 

@@ -35,6 +35,7 @@ impl PreScorePlugin for InterPodAffinity {
         if let Err(e) = terms.validate() {
             return Status::error(format!("failed to parse pod: {e}"));
         }
+        let namespaces = cluster.namespaces();
         if let Err(e) = reject_namespace_selectors(
             pod,
             "podAffinity.preferredDuringSchedulingIgnoredDuringExecution",
@@ -42,12 +43,14 @@ impl PreScorePlugin for InterPodAffinity {
                 .preferred_affinity
                 .iter()
                 .map(|w| &w.pod_affinity_term),
+            namespaces,
         )
         .and_then(|()| {
             reject_namespace_selectors(
                 pod,
                 "podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution",
                 terms.preferred_anti.iter().map(|w| &w.pod_affinity_term),
+                namespaces,
             )
         }) {
             return Status::error(e);
@@ -65,16 +68,17 @@ impl PreScorePlugin for InterPodAffinity {
             for (list, sign) in [(terms.preferred_affinity, 1), (terms.preferred_anti, -1)] {
                 for w in list {
                     let t = &w.pod_affinity_term;
-                    if term_matches(t, ns, existing) == TermMatch::Yes {
+                    if term_matches(t, ns, existing, namespaces) == TermMatch::Yes {
                         scores.add(node, &t.topology_key, sign * i64::from(w.weight));
                     }
                 }
             }
             // `existing`'s rules about pods like the incoming one (a term
-            // that needs namespace labels to decide is left out).
+            // that needs namespace labels placer lacks is left out).
             let theirs = Terms::of(existing);
-            let selects =
-                |t: &PodAffinityTerm| term_matches(t, &existing.namespace, pod) == TermMatch::Yes;
+            let selects = |t: &PodAffinityTerm| {
+                term_matches(t, &existing.namespace, pod, namespaces) == TermMatch::Yes
+            };
             if self.hard_pod_affinity_weight > 0 {
                 for t in theirs.required_affinity {
                     if selects(t) {

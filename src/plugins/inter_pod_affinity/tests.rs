@@ -143,6 +143,8 @@ fn args_defaults_and_range() {
 fn term_namespace_rules() {
     let t = |json: serde_json::Value| -> PodAffinityTerm { serde_json::from_value(json).unwrap() };
     let target = pod("b", &[("app", "x")], serde_json::json!({}));
+    // Namespace labels not watched (extender mode).
+    let unknown = Objects::<NamespaceInfo>::default();
     let base =
         serde_json::json!({"topologyKey": "k", "labelSelector": {"matchLabels": {"app": "x"}}});
     let with = |extra: serde_json::Value| {
@@ -153,11 +155,11 @@ fn term_namespace_rules() {
         t(v)
     };
     assert_eq!(
-        term_matches(&with(serde_json::json!({})), "b", &target),
+        term_matches(&with(serde_json::json!({})), "b", &target, &unknown),
         TermMatch::Yes
     );
     assert_eq!(
-        term_matches(&with(serde_json::json!({})), "a", &target),
+        term_matches(&with(serde_json::json!({})), "a", &target, &unknown),
         TermMatch::No,
         "owner's namespace"
     );
@@ -165,7 +167,8 @@ fn term_namespace_rules() {
         term_matches(
             &with(serde_json::json!({"namespaces": ["a", "b"]})),
             "a",
-            &target
+            &target,
+            &unknown
         ),
         TermMatch::Yes
     );
@@ -173,31 +176,80 @@ fn term_namespace_rules() {
         term_matches(
             &with(serde_json::json!({"namespaceSelector": {}})),
             "a",
-            &target
+            &target,
+            &unknown
         ),
         TermMatch::Yes
     );
     let sel = serde_json::json!({"namespaceSelector": {"matchLabels": {"t": "1"}}});
     assert_eq!(
-        term_matches(&with(sel.clone()), "b", &target),
+        term_matches(&with(sel.clone()), "b", &target, &unknown),
         TermMatch::Unknown,
         "owner's namespace is not implied"
     );
     let mut listed = sel;
     listed["namespaces"] = serde_json::json!(["b"]);
-    assert_eq!(term_matches(&with(listed), "a", &target), TermMatch::Yes);
+    assert_eq!(
+        term_matches(&with(listed), "a", &target, &unknown),
+        TermMatch::Yes
+    );
     let other = pod("b", &[("app", "y")], serde_json::json!({}));
     assert_eq!(
         term_matches(
             &with(serde_json::json!({"namespaceSelector": {"matchLabels": {"t": "1"}}})),
             "a",
-            &other
+            &other,
+            &unknown
         ),
         TermMatch::No
     );
     assert_eq!(
-        term_matches(&t(serde_json::json!({"topologyKey": "k"})), "b", &target),
+        term_matches(
+            &t(serde_json::json!({"topologyKey": "k"})),
+            "b",
+            &target,
+            &unknown
+        ),
         TermMatch::No,
         "no selector"
+    );
+}
+
+#[test]
+fn namespace_selectors_are_decided_from_cached_labels() {
+    let t: PodAffinityTerm = serde_json::from_value(serde_json::json!({
+        "topologyKey": "k", "labelSelector": {"matchLabels": {"app": "x"}},
+        "namespaceSelector": {"matchLabels": {"team": "blue"}}
+    }))
+    .unwrap();
+    let mut known = Objects::<NamespaceInfo>::default();
+    known.replace(vec![
+        NamespaceInfo {
+            name: "blue-ns".into(),
+            labels: [("team".to_string(), "blue".to_string())].into(),
+        },
+        NamespaceInfo {
+            name: "red-ns".into(),
+            labels: [("team".to_string(), "red".to_string())].into(),
+        },
+    ]);
+    let in_ns = |ns: &str| pod(ns, &[("app", "x")], serde_json::json!({}));
+    assert_eq!(
+        term_matches(&t, "a", &in_ns("blue-ns"), &known),
+        TermMatch::Yes
+    );
+    assert_eq!(
+        term_matches(&t, "a", &in_ns("red-ns"), &known),
+        TermMatch::No
+    );
+    assert_eq!(
+        term_matches(&t, "a", &in_ns("gone"), &known),
+        TermMatch::No,
+        "an unknown namespace has no labels"
+    );
+    let unknown = Objects::<NamespaceInfo>::default();
+    assert_eq!(
+        term_matches(&t, "a", &in_ns("blue-ns"), &unknown),
+        TermMatch::Unknown
     );
 }
