@@ -77,8 +77,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     });
     let scheduling = match (args.mode.schedules(), api_client) {
         (true, Some(client)) => {
-            let identity = std::env::var("POD_NAME")
-                .unwrap_or_else(|_| format!("placer-{}", std::process::id()));
+            let identity = replica_identity();
             let leadership = if args.leader_elect {
                 Some(
                     leader::join(
@@ -182,5 +181,56 @@ async fn shutdown_signal() {
     tokio::select! {
         () = ctrl_c => {},
         () = term => {},
+    }
+}
+
+/// This replica's name in the Lease and in its events: `$POD_NAME` (the
+/// manifests set it), else kube-scheduler's `<hostname>_<unique id>`, so two
+/// processes never share an identity, not even two containers that are both
+/// pid 1.
+fn replica_identity() -> String {
+    if let Ok(name) = std::env::var("POD_NAME")
+        && !name.is_empty()
+    {
+        return name;
+    }
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .filter(|h| !h.is_empty())
+        .or_else(|| {
+            std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .ok()
+                .map(|h| h.trim().to_string())
+        })
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "placer".into());
+    format!("{host}_{}", unique_id())
+}
+
+/// 16 hex digits from the kernel's random source, or from the process id and
+/// the clock where there is none.
+fn unique_id() -> String {
+    use std::io::Read as _;
+    let mut bytes = [0u8; 8];
+    let random = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes));
+    if random.is_err() {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        bytes = (nanos ^ (u64::from(std::process::id()) << 32)).to_be_bytes();
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identities_are_unique_per_process_start() {
+        let (a, b) = (unique_id(), unique_id());
+        assert_eq!(a.len(), 16);
+        assert!(a.chars().all(|c| c.is_ascii_hexdigit()));
+        assert_ne!(a, b);
     }
 }

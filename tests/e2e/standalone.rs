@@ -47,12 +47,25 @@ const LEASE_DURATION: Duration = Duration::from_secs(15);
 /// How often a candidate looks at the Lease: the 2 s retry period plus up to 0.4 s of jitter.
 const RETRY_PERIOD: Duration = Duration::from_millis(2400);
 
-/// `placer-<pid>`: a replica's identity in the Lease and in its events (no `POD_NAME` here).
+/// A replica's identity in the Lease and in its events, as its latest start logged it (no
+/// `POD_NAME` here, so it is `<hostname>_<unique id>`, new at every start).
 fn identity(placer: &Placer) -> String {
-    format!("placer-{}", placer.pid().expect("placer is running"))
+    let lines =
+        lines_with(placer.log_path(), &["standalone scheduling enabled"]).unwrap_or_default();
+    let id = lines
+        .last()
+        .and_then(|l| field(l, "identity"))
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        id.contains('_'),
+        "no identity logged by {}",
+        placer.log_path().display()
+    );
+    id
 }
 
-/// The pod has exactly one `Scheduled` event, reported by `placer` (instance `placer-<pid>`),
+/// The pod has exactly one `Scheduled` event, reported by `placer` (instance: the replica's identity),
 /// with the note "Successfully assigned <ns>/<pod> to <node>", never repeated.
 async fn assert_scheduled_event(
     env: &TestEnv,

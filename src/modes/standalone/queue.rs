@@ -17,7 +17,7 @@
 //! generation per key), so removal and update are O(log n).
 
 use std::cmp::Ordering;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -243,6 +243,26 @@ impl SchedulingQueue {
         let mut inner = self.inner.lock();
         inner.entries.remove(&key);
         inner.in_flight.remove(&key);
+    }
+
+    /// After a relist of unscheduled pods: drops every pod not in `present`
+    /// (`namespace/name`), deleted or bound while the watch was down.
+    /// Returns how many were dropped.
+    pub fn retain_only(&self, present: &HashSet<String>) -> usize {
+        let mut inner = self.inner.lock();
+        let gone: Vec<String> = inner
+            .entries
+            .keys()
+            .chain(inner.in_flight.keys())
+            .filter(|k| !present.contains(*k))
+            .cloned()
+            .collect();
+        for key in &gone {
+            inner.entries.remove(key);
+            inner.in_flight.remove(key);
+            self.nominator.remove(key);
+        }
+        gone.len()
     }
 
     /// Whether the pod was popped and is not yet requeued or done.
@@ -679,5 +699,25 @@ mod tests {
         tokio::task::yield_now().await;
         q.add_or_update(pod("late", 0));
         assert_eq!(waiter.await.unwrap(), "late");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_relist_drops_pods_it_no_longer_lists() {
+        let q = queue();
+        q.add_or_update(pod("flying-gone", 10));
+        for name in ["kept", "gone", "nominated-gone"] {
+            q.add_or_update(pod(name, 0));
+        }
+        q.nominator().nominate(&pod("nominated-gone", 0), "n1");
+        // The highest-priority pod is in flight when the relist arrives.
+        let popped = q.try_pop().expect("a pod");
+        assert_eq!(popped.pod.name, "flying-gone");
+        let present: HashSet<String> = ["ns/kept".to_string()].into();
+        assert_eq!(q.retain_only(&present), 3);
+        assert!(q.nominator().node_of(&pod("nominated-gone", 0)).is_none());
+        // The dropped pod in flight is not requeued when its attempt fails.
+        q.requeue(popped, false);
+        tokio::time::advance(Duration::from_secs(20)).await;
+        assert_eq!(names(&q), ["kept"]);
     }
 }

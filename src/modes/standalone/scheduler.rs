@@ -3,6 +3,7 @@
 //! cache, and bind it asynchronously (bounded) while the next pod is
 //! scheduled. A failed bind forgets the assumed pod and requeues it.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -282,42 +283,65 @@ impl Standalone {
 }
 
 /// Feeds unassigned pods of placer's profiles into the queue; pods deleted
-/// or bound (they leave the `spec.nodeName=` selector) leave it.
+/// or bound (they leave the `spec.nodeName=` selector) leave it, including
+/// those that left while the watch was down (a relist drops every queued pod
+/// it no longer lists).
 async fn watch_unscheduled(client: Client, state: AppState, queue: Arc<SchedulingQueue>) {
     let api: Api<Pod> = Api::all(client);
     let stream = watcher(api, watcher::Config::default().fields(UNASSIGNED_PODS)).default_backoff();
     futures::pin_mut!(stream);
+    let mut relisted: HashSet<String> = HashSet::new();
     while let Some(event) = stream.next().await {
         match event {
-            Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p)) => {
-                let pod = PodInfo::from(&p);
-                // A late event of a pod placer already bound (in the cache with a
-                // node, no longer in flight) must not queue it a second time.
-                let placed = state
-                    .cache
-                    .read()
-                    .pod(&pod.namespace, &pod.name)
-                    .is_some_and(|c| c.uid == pod.uid && c.node_name.is_some());
-                if placed && !queue.is_in_flight(&pod) {
-                    continue;
-                }
-                if state.policy.load().profile(&pod.scheduler_name).is_some()
-                    && !pod.is_terminal()
-                    && p.metadata.deletion_timestamp.is_none()
-                {
-                    queue.add_or_update(pod);
-                } else {
-                    queue.delete(&pod.namespace, &pod.name);
-                }
+            Ok(watcher::Event::Apply(p)) => {
+                offer(&state, &queue, &p);
+            }
+            Ok(watcher::Event::InitApply(p)) => {
+                let pod = offer(&state, &queue, &p);
+                relisted.insert(pod.key());
             }
             Ok(watcher::Event::Delete(p)) => {
                 let pod = PodInfo::from(&p);
                 queue.delete(&pod.namespace, &pod.name);
             }
-            Ok(watcher::Event::Init | watcher::Event::InitDone) => {}
+            Ok(watcher::Event::Init) => relisted.clear(),
+            Ok(watcher::Event::InitDone) => {
+                let dropped = queue.retain_only(&relisted);
+                if dropped > 0 {
+                    info!(
+                        dropped,
+                        "relist: dropped queued pods that were deleted or bound meanwhile"
+                    );
+                }
+                relisted.clear();
+            }
             Err(e) => warn!(error = %e, "unscheduled-pod watch failed; retrying with backoff"),
         }
     }
+}
+
+/// Queues (or requeues, or drops) one unassigned pod seen by the watch.
+fn offer(state: &AppState, queue: &SchedulingQueue, p: &Pod) -> PodInfo {
+    let pod = PodInfo::from(p);
+    // A late event of a pod placer already bound (in the cache with a
+    // node, no longer in flight) must not queue it a second time.
+    let placed = state
+        .cache
+        .read()
+        .pod(&pod.namespace, &pod.name)
+        .is_some_and(|c| c.uid == pod.uid && c.node_name.is_some());
+    if placed && !queue.is_in_flight(&pod) {
+        return pod;
+    }
+    if state.policy.load().profile(&pod.scheduler_name).is_some()
+        && !pod.is_terminal()
+        && p.metadata.deletion_timestamp.is_none()
+    {
+        queue.add_or_update(pod.clone());
+    } else {
+        queue.delete(&pod.namespace, &pod.name);
+    }
+    pod
 }
 
 /// Moves unschedulable pods back when the cluster changes, flushes the ones

@@ -94,7 +94,7 @@ impl Placer {
         self.port
     }
 
-    /// The process id while placer runs (standalone identities are `placer-<pid>`).
+    /// The process id while placer runs.
     pub fn pid(&self) -> Option<u32> {
         self.process.as_ref().map(ChildProcess::pid)
     }
