@@ -35,6 +35,8 @@ pub struct PodInfo {
     pub node_name: Option<String>,
     /// `status.phase`.
     pub phase: Option<String>,
+    /// `metadata.deletionTimestamp` is set: the pod is terminating.
+    pub deleting: bool,
     /// The placement requirements in the spec (shared: cheap to clone).
     pub spec: Arc<PodSpecInfo>,
     /// What preemption reads (standalone mode).
@@ -240,6 +242,7 @@ impl From<&Pod> for PodInfo {
                 .and_then(|s| s.node_name.clone())
                 .filter(|n| !n.is_empty()),
             phase: pod.status.as_ref().and_then(|s| s.phase.clone()),
+            deleting: meta.deletion_timestamp.is_some(),
             spec: Arc::new(
                 spec.map(|s| spec_from_api(meta.name.as_deref().unwrap_or(""), s))
                     .unwrap_or_default(),
@@ -356,6 +359,7 @@ impl<'de> Deserialize<'de> for PodInfo {
             scheduler_name: scheduler_name.unwrap_or_default(),
             node_name: node_name.filter(|n| !n.is_empty()),
             phase: status.phase,
+            deleting: meta.deletion_timestamp.is_some(),
             spec: Arc::new(spec_info),
             preemption: PreemptionInfo {
                 never: preemption_policy.as_deref() == Some(PREEMPT_NEVER),
@@ -380,7 +384,9 @@ struct WirePod {
 }
 
 #[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
 struct WireMeta {
+    deletion_timestamp: Option<serde::de::IgnoredAny>,
     name: Option<String>,
     namespace: Option<String>,
     uid: Option<String>,
@@ -614,6 +620,7 @@ mod tests {
         }
         assert!(api.preemption.terminating_by_preemption);
         assert!(!wire.preemption.terminating_by_preemption);
+        assert!(api.deleting && wire.deleting);
         // Status-only differences do not make a different pod for the queue.
         let mut moved = api.clone();
         moved.preemption.nominated_node = None;

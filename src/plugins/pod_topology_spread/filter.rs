@@ -184,6 +184,37 @@ mod tests {
     }
 
     #[test]
+    fn pods_being_deleted_do_not_count() {
+        let mut f = two_zones();
+        let p = pod(
+            "ns",
+            &[("foo", "")],
+            json!({"topologySpreadConstraints": [zone_constraint(1, json!({}))]}),
+        );
+        // Mark zone1's pods as terminating: zone1 counts 0 and zone2 (1 pod)
+        // becomes the fuller zone: 1 + 1 - 0 = 2 > 1.
+        let leaving: Vec<PodInfo> = f
+            .cluster
+            .pods()
+            .filter(|q| matches!(q.node_name.as_deref(), Some("n1" | "n2")))
+            .cloned()
+            .collect();
+        for mut q in leaving {
+            q.deleting = true;
+            f.cluster.apply_pod(q);
+        }
+        assert_eq!(
+            f.filter(&p),
+            [
+                ("n1", Code::Success, ""),
+                ("n2", Code::Success, ""),
+                ("n3", Code::Unschedulable, ERR_REASON_CONSTRAINTS_NOT_MATCH),
+                ("n4", Code::Unschedulable, ERR_REASON_CONSTRAINTS_NOT_MATCH),
+            ]
+        );
+    }
+
+    #[test]
     fn a_pod_outside_its_own_selector_adds_no_skew() {
         let f = two_zones();
         let c = zone_constraint(2, json!({}));

@@ -10,7 +10,7 @@
 //!   is 0 while fewer than `minDomains` domains exist;
 //! - soft constraints (`ScheduleAnyway`) in PreScore/Score/NormalizeScore
 //!   (`score.rs`): fewer matching pods in the domain scores higher;
-//! - counted pods: assigned, not terminal, in the incoming pod's namespace,
+//! - counted pods: assigned, not terminal, not being deleted, in the incoming pod's namespace,
 //!   selected by `labelSelector` merged with the pod's values for
 //!   `matchLabelKeys`, on nodes that carry every topology key of the
 //!   constraints and pass `nodeAffinityPolicy` (default `Honor`: the pod's
@@ -28,8 +28,6 @@
 //!   not watch those, so the only accepted configuration is
 //!   `defaultingType: List` with empty `defaultConstraints`, and a pod without
 //!   constraints is skipped.
-//! - Pods being deleted (`deletionTimestamp` set) still count: placer's pod
-//!   view has no deletion timestamp. kube-scheduler skips them.
 
 mod filter;
 mod score;
@@ -240,7 +238,8 @@ fn for_each_selected(
     mut f: impl FnMut(usize, usize),
 ) {
     for p in cluster.pods() {
-        if p.namespace != pod.namespace {
+        // kube-scheduler does not count pods on their way out.
+        if p.namespace != pod.namespace || p.deleting {
             continue;
         }
         let Some(&row) = p.node_name.as_deref().and_then(|n| rows.get(n)) else {
