@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 pub use objects::{Keyed, Objects, object_key};
-pub use state::{ClusterState, NodeUsage};
+pub use state::{ClusterState, NodeUsage, Stored};
 pub use zone_index::{CountDimension, CountKey, CountSelector, ZoneIndex};
 
 /// Shared, lock-protected cluster state plus sync flags for readiness.

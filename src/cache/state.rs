@@ -14,6 +14,9 @@ use crate::cache::{Keyed, Objects};
 use crate::framework::namespace::NamespaceInfo;
 use crate::framework::pod::HostPort;
 use crate::framework::volume::{ClaimInfo, StorageClassInfo, VolumeInfo};
+use crate::framework::workload::{
+    ReplicaSetSelector, ReplicationControllerSelector, ServiceSelector, StatefulSetSelector,
+};
 use crate::framework::{DisruptionBudget, NodeInfo, PodInfo, Resources};
 
 /// What the pods assigned to one node take from it.
@@ -69,6 +72,10 @@ pub struct ClusterState {
     volumes: Objects<VolumeInfo>,
     storage_classes: Objects<StorageClassInfo>,
     namespaces: Objects<NamespaceInfo>,
+    services: Objects<ServiceSelector>,
+    replication_controllers: Objects<ReplicationControllerSelector>,
+    replica_sets: Objects<ReplicaSetSelector>,
+    stateful_sets: Objects<StatefulSetSelector>,
 }
 
 impl ClusterState {
@@ -123,54 +130,17 @@ impl ClusterState {
         self.pods.values()
     }
 
-    /// PodDisruptionBudgets (watched in standalone mode only).
-    pub fn budgets(&self) -> &Objects<DisruptionBudget> {
-        &self.budgets
+    /// The objects of one keyed kind (budgets, claims, volumes, storage
+    /// classes, namespaces, services, controllers), e.g.
+    /// `cluster.objects::<ClaimInfo>()`. Standalone mode watches them; in
+    /// extender mode they stay empty and unsynced.
+    pub fn objects<T: Stored>(&self) -> &Objects<T> {
+        T::store(self)
     }
 
-    /// PodDisruptionBudgets, for the watch.
-    pub fn budgets_mut(&mut self) -> &mut Objects<DisruptionBudget> {
-        &mut self.budgets
-    }
-
-    /// PersistentVolumeClaims (standalone mode only).
-    pub fn claims(&self) -> &Objects<ClaimInfo> {
-        &self.claims
-    }
-
-    /// PersistentVolumeClaims, for the watch.
-    pub fn claims_mut(&mut self) -> &mut Objects<ClaimInfo> {
-        &mut self.claims
-    }
-
-    /// PersistentVolumes (standalone mode only).
-    pub fn volumes(&self) -> &Objects<VolumeInfo> {
-        &self.volumes
-    }
-
-    /// PersistentVolumes, for the watch.
-    pub fn volumes_mut(&mut self) -> &mut Objects<VolumeInfo> {
-        &mut self.volumes
-    }
-
-    /// StorageClasses (standalone mode only).
-    pub fn storage_classes(&self) -> &Objects<StorageClassInfo> {
-        &self.storage_classes
-    }
-
-    /// StorageClasses, for the watch.
-    pub fn storage_classes_mut(&mut self) -> &mut Objects<StorageClassInfo> {
-        &mut self.storage_classes
-    }
-
-    /// Namespaces with their labels (standalone mode only; not synced otherwise).
-    pub fn namespaces(&self) -> &Objects<NamespaceInfo> {
-        &self.namespaces
-    }
-
-    /// Namespaces, for the watch.
-    pub fn namespaces_mut(&mut self) -> &mut Objects<NamespaceInfo> {
-        &mut self.namespaces
+    /// The objects of one keyed kind, to change (watches, tests).
+    pub fn objects_mut<T: Stored>(&mut self) -> &mut Objects<T> {
+        T::store_mut(self)
     }
 
     /// The zone index (read side).
@@ -302,39 +272,36 @@ impl ClusterState {
 }
 
 /// A kind kept in one of the cluster state's [`Objects`] stores.
-pub(crate) trait Stored: Keyed + Sized {
+pub trait Stored: Keyed + Sized {
     /// Its store.
-    fn store(state: &mut ClusterState) -> &mut Objects<Self>;
+    fn store(state: &ClusterState) -> &Objects<Self>;
+    /// Its store, to change.
+    fn store_mut(state: &mut ClusterState) -> &mut Objects<Self>;
 }
 
-impl Stored for DisruptionBudget {
-    fn store(state: &mut ClusterState) -> &mut Objects<Self> {
-        &mut state.budgets
-    }
+macro_rules! stored {
+    ($($ty:ty => $field:ident),* $(,)?) => {
+        $(impl Stored for $ty {
+            fn store(state: &ClusterState) -> &Objects<Self> {
+                &state.$field
+            }
+            fn store_mut(state: &mut ClusterState) -> &mut Objects<Self> {
+                &mut state.$field
+            }
+        })*
+    };
 }
 
-impl Stored for ClaimInfo {
-    fn store(state: &mut ClusterState) -> &mut Objects<Self> {
-        &mut state.claims
-    }
-}
-
-impl Stored for VolumeInfo {
-    fn store(state: &mut ClusterState) -> &mut Objects<Self> {
-        &mut state.volumes
-    }
-}
-
-impl Stored for StorageClassInfo {
-    fn store(state: &mut ClusterState) -> &mut Objects<Self> {
-        &mut state.storage_classes
-    }
-}
-
-impl Stored for NamespaceInfo {
-    fn store(state: &mut ClusterState) -> &mut Objects<Self> {
-        &mut state.namespaces
-    }
+stored! {
+    DisruptionBudget => budgets,
+    ClaimInfo => claims,
+    VolumeInfo => volumes,
+    StorageClassInfo => storage_classes,
+    NamespaceInfo => namespaces,
+    ServiceSelector => services,
+    ReplicationControllerSelector => replication_controllers,
+    ReplicaSetSelector => replica_sets,
+    StatefulSetSelector => stateful_sets,
 }
 
 fn pod_key(namespace: &str, name: &str) -> String {

@@ -8,7 +8,10 @@
 use std::sync::Arc;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
+use k8s_openapi::api::core::v1::{
+    Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, ReplicationController, Service,
+};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::runtime::{WatchStreamExt, watcher};
@@ -16,10 +19,12 @@ use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 use tracing::{info, warn};
 
-use super::state::Stored;
-use crate::cache::{Cache, ClusterState, object_key};
+use crate::cache::{Cache, ClusterState, Stored, object_key};
 use crate::framework::namespace::NamespaceInfo;
 use crate::framework::volume::{ClaimInfo, StorageClassInfo, VolumeInfo};
+use crate::framework::workload::{
+    ReplicaSetSelector, ReplicationControllerSelector, ServiceSelector, StatefulSetSelector,
+};
 use crate::framework::{DisruptionBudget, NodeInfo, PodInfo};
 
 /// Only pods bound to a node matter to placer's indexes.
@@ -117,6 +122,28 @@ pub async fn watch_namespaces(client: Client, cache: Arc<Cache>) {
     watch_keyed::<Namespace, NamespaceInfo>(client, cache, "namespace", true).await;
 }
 
+/// Watches Services, ReplicationControllers, ReplicaSets and StatefulSets
+/// forever (standalone mode: the selectors of PodTopologySpread's default
+/// constraints). They only shape soft spreading, so they wake no waiting pod.
+pub async fn watch_workloads(client: Client, cache: Arc<Cache>) {
+    tokio::join!(
+        watch_keyed::<Service, ServiceSelector>(client.clone(), cache.clone(), "service", false),
+        watch_keyed::<ReplicationController, ReplicationControllerSelector>(
+            client.clone(),
+            cache.clone(),
+            "replicationcontroller",
+            false
+        ),
+        watch_keyed::<ReplicaSet, ReplicaSetSelector>(
+            client.clone(),
+            cache.clone(),
+            "replicaset",
+            false
+        ),
+        watch_keyed::<StatefulSet, StatefulSetSelector>(client, cache, "statefulset", false),
+    );
+}
+
 /// Watches one kind kept in an [`Objects`] store of the cluster state. Its
 /// sync does not gate readiness: plugins treat a missing object as missing.
 async fn watch_keyed<K, R>(client: Client, cache: Arc<Cache>, kind: &'static str, is_event: bool)
@@ -128,9 +155,9 @@ where
     let sink = Sink {
         kind,
         convert: |k: &K| R::from(k),
-        apply: |s, r| R::store(s).apply(r),
-        delete: |s, k: &K| R::store(s).delete(&object_key(k.meta())),
-        replace: |s, all| R::store(s).replace(all),
+        apply: |s, r| s.objects_mut::<R>().apply(r),
+        delete: |s, k: &K| s.objects_mut::<R>().delete(&object_key(k.meta())),
+        replace: |s, all| s.objects_mut::<R>().replace(all),
         synced: |_| {},
         apply_is_event: is_event,
     };

@@ -52,6 +52,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 tokio::spawn(watch::watch_budgets(client.clone(), cache.clone()));
                 tokio::spawn(watch::watch_storage(client.clone(), cache.clone()));
                 tokio::spawn(watch::watch_namespaces(client.clone(), cache.clone()));
+                tokio::spawn(watch::watch_workloads(client.clone(), cache.clone()));
             }
             (cache, Some(Arc::new(Binder::new(client))))
         }

@@ -17,6 +17,7 @@ pub mod resources;
 mod runner;
 mod status;
 pub mod volume;
+pub mod workload;
 
 pub use budget::DisruptionBudget;
 pub use cycle_state::CycleState;

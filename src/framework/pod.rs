@@ -37,10 +37,23 @@ pub struct PodInfo {
     pub phase: Option<String>,
     /// `metadata.deletionTimestamp` is set: the pod is terminating.
     pub deleting: bool,
+    /// The owner reference with `controller: true` (its ReplicaSet, ...).
+    pub controller: Option<ControllerRef>,
     /// The placement requirements in the spec (shared: cheap to clone).
     pub spec: Arc<PodSpecInfo>,
     /// What preemption reads (standalone mode).
     pub preemption: PreemptionInfo,
+}
+
+/// A pod's controlling owner.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ControllerRef {
+    /// `apiVersion`, e.g. `apps/v1`.
+    pub api_version: String,
+    /// `kind`, e.g. `ReplicaSet`.
+    pub kind: String,
+    /// `name`.
+    pub name: String,
 }
 
 /// The fields DefaultPreemption reads, from the spec and the status.
@@ -243,6 +256,16 @@ impl From<&Pod> for PodInfo {
                 .filter(|n| !n.is_empty()),
             phase: pod.status.as_ref().and_then(|s| s.phase.clone()),
             deleting: meta.deletion_timestamp.is_some(),
+            controller: meta
+                .owner_references
+                .iter()
+                .flatten()
+                .find(|o| o.controller == Some(true))
+                .map(|o| ControllerRef {
+                    api_version: o.api_version.clone(),
+                    kind: o.kind.clone(),
+                    name: o.name.clone(),
+                }),
             spec: Arc::new(
                 spec.map(|s| spec_from_api(meta.name.as_deref().unwrap_or(""), s))
                     .unwrap_or_default(),
@@ -360,6 +383,16 @@ impl<'de> Deserialize<'de> for PodInfo {
             node_name: node_name.filter(|n| !n.is_empty()),
             phase: status.phase,
             deleting: meta.deletion_timestamp.is_some(),
+            controller: meta
+                .owner_references
+                .into_iter()
+                .flatten()
+                .find(|o| o.controller == Some(true))
+                .map(|o| ControllerRef {
+                    api_version: o.api_version,
+                    kind: o.kind,
+                    name: o.name,
+                }),
             spec: Arc::new(spec_info),
             preemption: PreemptionInfo {
                 never: preemption_policy.as_deref() == Some(PREEMPT_NEVER),
@@ -387,11 +420,24 @@ struct WirePod {
 #[serde(rename_all = "camelCase")]
 struct WireMeta {
     deletion_timestamp: Option<serde::de::IgnoredAny>,
+    owner_references: Option<Vec<WireOwner>>,
     name: Option<String>,
     namespace: Option<String>,
     uid: Option<String>,
     labels: Option<BTreeMap<String, String>>,
     annotations: Option<BTreeMap<String, String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireOwner {
+    #[serde(default)]
+    api_version: String,
+    #[serde(default)]
+    kind: String,
+    #[serde(default)]
+    name: String,
+    controller: Option<bool>,
 }
 
 #[derive(Deserialize, Default)]
@@ -605,7 +651,11 @@ mod tests {
     #[test]
     fn preemption_fields_from_both_decoders() {
         let json = serde_json::json!({
-            "metadata": {"name": "p", "namespace": "n", "deletionTimestamp": "2026-01-01T00:00:00Z"},
+            "metadata": {"name": "p", "namespace": "n", "deletionTimestamp": "2026-01-01T00:00:00Z",
+                         "ownerReferences": [
+                             {"apiVersion": "v1", "kind": "Node", "name": "x", "uid": "1"},
+                             {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-1",
+                              "uid": "2", "controller": true}]},
             "spec": {"preemptionPolicy": "Never", "containers": []},
             "status": {"nominatedNodeName": "node-1", "startTime": "2026-01-01T00:00:10Z",
                        "conditions": [{"type": "DisruptionTarget", "status": "True",
@@ -621,6 +671,13 @@ mod tests {
         assert!(api.preemption.terminating_by_preemption);
         assert!(!wire.preemption.terminating_by_preemption);
         assert!(api.deleting && wire.deleting);
+        let owner = ControllerRef {
+            api_version: "apps/v1".into(),
+            kind: "ReplicaSet".into(),
+            name: "web-1".into(),
+        };
+        assert_eq!(api.controller.as_ref(), Some(&owner));
+        assert_eq!(wire.controller.as_ref(), Some(&owner));
         // Status-only differences do not make a different pod for the queue.
         let mut moved = api.clone();
         moved.preemption.nominated_node = None;

@@ -48,7 +48,11 @@ pub(super) fn split(
 /// The budgets of `cluster` (copied: the dry run changes the cluster), sorted
 /// by namespace and name.
 pub(super) fn budgets_of(cluster: &ClusterState) -> Vec<DisruptionBudget> {
-    let mut all: Vec<DisruptionBudget> = cluster.budgets().iter().cloned().collect();
+    let mut all: Vec<DisruptionBudget> = cluster
+        .objects::<DisruptionBudget>()
+        .iter()
+        .cloned()
+        .collect();
     all.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
     all
 }

@@ -205,7 +205,8 @@ fn budgets_steer_victims_and_nodes() {
             on("n2", pod("free", 1, "2")),
         ],
     );
-    c.budgets_mut().apply(budget("guarded", 0));
+    c.objects_mut::<DisruptionBudget>()
+        .apply(budget("guarded", 0));
     assert_eq!(nominated(&post_filter(&pod("p", 10, "2"), &mut c)).0, "n2");
     // One node: the protected pod is reprieved first, so the other one goes.
     let mut c = cluster(
@@ -215,7 +216,8 @@ fn budgets_steer_victims_and_nodes() {
             on("n1", pod("free", 1, "1")),
         ],
     );
-    c.budgets_mut().apply(budget("guarded", 0));
+    c.objects_mut::<DisruptionBudget>()
+        .apply(budget("guarded", 0));
     assert_eq!(
         nominated(&post_filter(&pod("p", 10, "1"), &mut c)).1,
         vec!["free".to_string()]

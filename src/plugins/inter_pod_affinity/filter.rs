@@ -13,6 +13,7 @@ use super::{
     TopologyCounts, reject_namespace_selectors, term_matches,
 };
 use crate::cache::ClusterState;
+use crate::framework::namespace::NamespaceInfo;
 use crate::framework::{CycleState, FilterPlugin, NodeInfo, PodInfo, PreFilterPlugin, Status};
 
 /// kube-scheduler's `preFilterState`.
@@ -41,7 +42,7 @@ impl PreFilterPlugin for InterPodAffinity {
             return Status::unresolvable(format!("parsing pod: {e}"));
         }
         let (affinity, anti) = (terms.required_affinity, terms.required_anti);
-        let namespaces = cluster.namespaces();
+        let namespaces = cluster.objects::<NamespaceInfo>();
         if let Err(e) = reject_namespace_selectors(
             pod,
             "podAffinity.requiredDuringSchedulingIgnoredDuringExecution",

@@ -11,6 +11,7 @@ use super::{
     InterPodAffinity, TermMatch, Terms, TopologyCounts, reject_namespace_selectors, term_matches,
 };
 use crate::cache::ClusterState;
+use crate::framework::namespace::NamespaceInfo;
 use crate::framework::{
     CycleState, MAX_NODE_SCORE, NodeInfo, NodeScore, PodInfo, PreScorePlugin, ScorePlugin, Status,
 };
@@ -35,7 +36,7 @@ impl PreScorePlugin for InterPodAffinity {
         if let Err(e) = terms.validate() {
             return Status::error(format!("failed to parse pod: {e}"));
         }
-        let namespaces = cluster.namespaces();
+        let namespaces = cluster.objects::<NamespaceInfo>();
         if let Err(e) = reject_namespace_selectors(
             pod,
             "podAffinity.preferredDuringSchedulingIgnoredDuringExecution",

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use super::{
     Constraint, DO_NOT_SCHEDULE, ERR_REASON_CONSTRAINTS_NOT_MATCH, ERR_REASON_NODE_LABEL_NOT_MATCH,
-    NAME, PodTopologySpread, constraints, for_each_selected, has_all_keys,
+    NAME, PodTopologySpread, for_each_selected, has_all_keys,
 };
 use crate::cache::ClusterState;
 use crate::framework::{CycleState, FilterPlugin, NodeInfo, PodInfo, PreFilterPlugin, Status};
@@ -28,7 +28,7 @@ struct PreFilterState {
 
 impl PreFilterPlugin for PodTopologySpread {
     fn pre_filter(&self, state: &mut CycleState, pod: &PodInfo, cluster: &ClusterState) -> Status {
-        let constraints = match constraints(pod, DO_NOT_SCHEDULE) {
+        let constraints = match self.constraints(pod, DO_NOT_SCHEDULE, cluster) {
             Ok(c) => c,
             Err(e) => return Status::error(format!("{NAME}: get constraints from pod: {e}")),
         };
@@ -437,7 +437,7 @@ mod tests {
     #[test]
     fn missing_state_is_an_error() {
         let f = two_zones();
-        let s = PodTopologySpread.filter(
+        let s = PodTopologySpread::default().filter(
             &CycleState::new(),
             &pod("ns", &[], json!({})),
             &f.nodes[0],

@@ -19,15 +19,16 @@
 //!   `Honor`: the pod tolerates the node's NoSchedule/NoExecute taints, as
 //!   TaintToleration's [`tolerates_taint`]).
 //!
-//! Differences from kube-scheduler, all because of what placer caches:
-//!
-//! - No system default constraints. kube-scheduler applies its defaults
-//!   (`defaultingType: System`) or a configured list only to pods without
-//!   constraints, with a selector built from the Services, ReplicaSets,
-//!   ReplicationControllers and StatefulSets that select the pod. placer does
-//!   not watch those, so the only accepted configuration is
-//!   `defaultingType: List` with empty `defaultConstraints`, and a pod without
-//!   constraints is skipped.
+//! Pods without constraints of their own get the default constraints
+//! (`defaultingType: System`, kube-scheduler's default: hostname with maxSkew 3
+//! and zone with maxSkew 5, both `ScheduleAnyway`; or `List`: the configured
+//! `defaultConstraints`), counting the pods selected by the Services that
+//! select the pod and by its controlling ReplicationController, ReplicaSet or
+//! StatefulSet (`helper.DefaultSelector`); none of those, no constraints.
+//! placer watches Services and controllers in standalone mode only; in
+//! extender mode the stores stay empty and a pod without constraints is
+//! skipped. With system defaults, nodes missing a topology key still score
+//! (kube-scheduler's `requireAllTopologies`).
 
 mod filter;
 mod score;
@@ -39,6 +40,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde::{Deserialize, Serialize};
 
 use crate::cache::ClusterState;
+use crate::framework::workload::{
+    ReplicaSetSelector, ReplicationControllerSelector, ServiceSelector, StatefulSetSelector,
+};
 use crate::framework::{NodeInfo, PodInfo};
 use crate::plugins::helper::tolerates_taint;
 use crate::plugins::label_selector;
@@ -63,21 +67,33 @@ const LABEL_HOSTNAME: &str = "kubernetes.io/hostname";
 /// How constraints are defaulted for pods that have none.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
 pub enum DefaultingType {
-    /// kube-scheduler's built-in defaults; not supported by placer (rejected
-    /// when the policy is loaded).
-    System,
-    /// The `defaultConstraints` list (which must be empty in placer).
+    /// kube-scheduler's built-in defaults ([`system_default_constraints`]).
     #[default]
+    System,
+    /// The `defaultConstraints` list.
     List,
+}
+
+/// kube-scheduler's `systemDefaultConstraints`.
+pub fn system_default_constraints() -> Vec<TopologySpreadConstraint> {
+    [(LABEL_HOSTNAME, 3), ("topology.kubernetes.io/zone", 5)]
+        .into_iter()
+        .map(|(key, skew)| TopologySpreadConstraint {
+            max_skew: skew,
+            topology_key: key.to_string(),
+            when_unsatisfiable: SCHEDULE_ANYWAY.to_string(),
+            ..Default::default()
+        })
+        .collect()
 }
 
 /// Arguments of PodTopologySpread (kube-scheduler's `PodTopologySpreadArgs`).
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", try_from = "RawArgs")]
 pub struct PodTopologySpreadArgs {
-    /// Always `List`: see the module documentation.
+    /// Where the constraints of pods without any come from.
     pub defaulting_type: DefaultingType,
-    /// Always empty: see the module documentation.
+    /// With `List`: the constraints (no selectors: each pod gets its own).
     pub default_constraints: Vec<TopologySpreadConstraint>,
 }
 
@@ -92,21 +108,47 @@ struct RawArgs {
 
 impl TryFrom<RawArgs> for PodTopologySpreadArgs {
     type Error = String;
+    /// kube-scheduler's `ValidatePodTopologySpreadArgs`.
     fn try_from(r: RawArgs) -> Result<Self, String> {
-        if r.defaulting_type == DefaultingType::System {
+        if r.defaulting_type == DefaultingType::System && !r.default_constraints.is_empty() {
             return Err(
-                "defaultingType: System is not supported: kube-scheduler's system \
-                        defaults select pods through their Services and controllers, which \
-                        placer does not cache; use List"
+                "defaultingType: System requires empty defaultConstraints (the system \
+                 defaults are built in); use List to configure them"
                     .into(),
             );
         }
-        if !r.default_constraints.is_empty() {
-            return Err(
-                "defaultConstraints: must be empty: default constraints select pods \
-                        through their Services and controllers, which placer does not cache"
-                    .into(),
-            );
+        for (i, c) in r.default_constraints.iter().enumerate() {
+            let at = format!("defaultConstraints[{i}]");
+            if c.max_skew <= 0 {
+                return Err(format!(
+                    "{at}.maxSkew: {} must be greater than zero",
+                    c.max_skew
+                ));
+            }
+            if c.topology_key.is_empty() {
+                return Err(format!("{at}.topologyKey: required"));
+            }
+            if ![DO_NOT_SCHEDULE, SCHEDULE_ANYWAY].contains(&c.when_unsatisfiable.as_str()) {
+                return Err(format!(
+                    "{at}.whenUnsatisfiable: {:?} is not one of DoNotSchedule, ScheduleAnyway",
+                    c.when_unsatisfiable
+                ));
+            }
+            if c.label_selector.is_some() {
+                return Err(format!(
+                    "{at}.labelSelector: forbidden: constraint must not define a selector, as \
+                     they deduced for each pod"
+                ));
+            }
+            let repeated = r.default_constraints[..i].iter().any(|d| {
+                d.topology_key == c.topology_key && d.when_unsatisfiable == c.when_unsatisfiable
+            });
+            if repeated {
+                return Err(format!(
+                    "{at}: duplicate {{{}, {}}} pair",
+                    c.topology_key, c.when_unsatisfiable
+                ));
+            }
         }
         Ok(PodTopologySpreadArgs {
             defaulting_type: r.defaulting_type,
@@ -117,13 +159,118 @@ impl TryFrom<RawArgs> for PodTopologySpreadArgs {
 
 /// The plugin.
 #[derive(Debug, Default)]
-pub struct PodTopologySpread;
+pub struct PodTopologySpread {
+    /// The constraints of pods that have none (their selectors come from the cluster).
+    defaults: Vec<TopologySpreadConstraint>,
+    /// The defaults are kube-scheduler's system defaults.
+    system_defaulted: bool,
+}
 
 impl PodTopologySpread {
     /// Builds the plugin from its arguments.
-    pub fn new(_: &PodTopologySpreadArgs) -> Self {
-        PodTopologySpread
+    pub fn new(args: &PodTopologySpreadArgs) -> Self {
+        match args.defaulting_type {
+            DefaultingType::System => PodTopologySpread {
+                defaults: system_default_constraints(),
+                system_defaulted: true,
+            },
+            DefaultingType::List => PodTopologySpread {
+                defaults: args.default_constraints.clone(),
+                system_defaulted: false,
+            },
+        }
     }
+
+    /// The pod's constraints with `whenUnsatisfiable == action`: its own, or
+    /// the defaults with [`default_selector`] (`buildDefaultConstraints`).
+    fn constraints(
+        &self,
+        pod: &PodInfo,
+        action: &str,
+        cluster: &ClusterState,
+    ) -> Result<Vec<Constraint>, String> {
+        if !pod.spec.topology_spread_constraints.is_empty() {
+            return constraints(pod, &pod.spec.topology_spread_constraints, action);
+        }
+        let mut defaults = constraints(pod, &self.defaults, action)?;
+        if defaults.is_empty() {
+            return Ok(defaults);
+        }
+        let Some(selector) = default_selector(pod, cluster) else {
+            return Ok(Vec::new());
+        };
+        for c in &mut defaults {
+            c.selector = Some(selector.clone());
+            c.match_labels.clear();
+        }
+        Ok(defaults)
+    }
+
+    /// Whether scoring ignores nodes without every topology key
+    /// (`requireAllTopologies`): not for system-defaulted constraints.
+    fn requires_all_topologies(&self, pod: &PodInfo) -> bool {
+        !pod.spec.topology_spread_constraints.is_empty() || !self.system_defaulted
+    }
+}
+
+/// kube-scheduler's `helper.DefaultSelector`: the selectors of the Services
+/// in the pod's namespace that select it, merged, plus the selector of its
+/// controlling ReplicationController, ReplicaSet or StatefulSet. `None`
+/// when that is empty (no default constraints then).
+fn default_selector(pod: &PodInfo, cluster: &ClusterState) -> Option<LabelSelector> {
+    let mut labels: BTreeMap<String, String> = BTreeMap::new();
+    for svc in cluster.objects::<ServiceSelector>().iter() {
+        let Some(sel) = svc
+            .selector
+            .as_ref()
+            .filter(|_| svc.namespace == pod.namespace)
+        else {
+            // A Service without a selector selects nothing.
+            continue;
+        };
+        if sel.iter().all(|(k, v)| pod.labels.get(k) == Some(v)) {
+            labels.extend(sel.iter().map(|(k, v)| (k.clone(), v.clone())));
+        }
+    }
+    let mut expressions = Vec::new();
+    if let Some(owner) = &pod.controller {
+        let key = format!("{}/{}", pod.namespace, owner.name);
+        let controller = match (owner.api_version.as_str(), owner.kind.as_str()) {
+            ("v1", "ReplicationController") => cluster
+                .objects::<ReplicationControllerSelector>()
+                .get(&key)
+                .map(|c| &c.0),
+            ("apps/v1", "ReplicaSet") => cluster
+                .objects::<ReplicaSetSelector>()
+                .get(&key)
+                .map(|c| &c.0),
+            ("apps/v1", "StatefulSet") => cluster
+                .objects::<StatefulSetSelector>()
+                .get(&key)
+                .map(|c| &c.0),
+            _ => None,
+        };
+        // A nil or invalid selector adds nothing (`Requirements()` is not ok).
+        if let Some(sel) = controller
+            .and_then(|c| c.selector.as_ref())
+            .filter(|s| label_selector::validate(s).is_ok())
+        {
+            labels.extend(
+                sel.match_labels
+                    .iter()
+                    .flatten()
+                    .map(|(k, v)| (k.clone(), v.clone())),
+            );
+            expressions.extend(sel.match_expressions.iter().flatten().cloned());
+        }
+    }
+    if labels.is_empty() && expressions.is_empty() {
+        return None;
+    }
+    Some(LabelSelector {
+        match_labels: Some(labels).filter(|l| !l.is_empty()),
+        match_expressions: Some(expressions).filter(|e| !e.is_empty()),
+    })
 }
 
 crate::plugin!(
@@ -174,12 +321,14 @@ impl Constraint {
     }
 }
 
-/// The pod's constraints with `whenUnsatisfiable == action`
+/// The constraints of `list` with `whenUnsatisfiable == action`, for `pod`
 /// (`filterTopologySpreadConstraints`).
-fn constraints(pod: &PodInfo, action: &str) -> Result<Vec<Constraint>, String> {
-    pod.spec
-        .topology_spread_constraints
-        .iter()
+fn constraints(
+    pod: &PodInfo,
+    list: &[TopologySpreadConstraint],
+    action: &str,
+) -> Result<Vec<Constraint>, String> {
+    list.iter()
         .filter(|c| c.when_unsatisfiable == action)
         .map(|c| constraint(pod, c))
         .collect()

@@ -7,8 +7,8 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use super::{
-    Constraint, LABEL_HOSTNAME, NAME, PodTopologySpread, SCHEDULE_ANYWAY, constraints,
-    for_each_selected, has_all_keys,
+    Constraint, LABEL_HOSTNAME, NAME, PodTopologySpread, SCHEDULE_ANYWAY, for_each_selected,
+    has_all_keys,
 };
 use crate::cache::ClusterState;
 use crate::framework::{
@@ -24,6 +24,8 @@ const IGNORED_NOTE: &str =
 /// What Score needs, per soft constraint of the pod (kube-scheduler's
 /// `preScoreState`).
 struct PreScoreState {
+    /// Nodes without every topology key score nothing (`IgnoredNodes`).
+    require_all: bool,
     constraints: Vec<Constraint>,
     /// Constraints on other keys than the hostname: domain → matching pods,
     /// for the domains of the candidate nodes only.
@@ -47,7 +49,7 @@ impl PreScorePlugin for PodTopologySpread {
         if cluster.node_count() == 0 {
             return Status::skip("no nodes in the cluster");
         }
-        let constraints = match constraints(pod, SCHEDULE_ANYWAY) {
+        let constraints = match self.constraints(pod, SCHEDULE_ANYWAY, cluster) {
             Ok(c) => c,
             Err(e) => {
                 return Status::error(format!(
@@ -65,16 +67,18 @@ impl PreScorePlugin for PodTopologySpread {
             .collect();
 
         // Candidate domains come from the nodes that passed filtering and
-        // carry every topology key (the others are ignored when scoring).
+        // carry every topology key (the others are ignored when scoring),
+        // unless the constraints are system defaults: then a node without a
+        // key is in that key's "" domain.
+        let require_all = self.requires_all_topologies(pod);
+        let considered = |n: &NodeInfo| !require_all || has_all_keys(n, &constraints);
         let mut counts: Vec<HashMap<String, i64>> = vec![HashMap::new(); k];
         let mut candidates: HashSet<&str> = HashSet::new();
-        for node in nodes.iter().filter(|n| has_all_keys(n, &constraints)) {
+        for node in nodes.iter().filter(|n| considered(n)) {
             candidates.insert(&node.name);
             for (i, c) in constraints.iter().enumerate() {
-                if let Some(v) = node.label(&c.topology_key)
-                    && !is_host[i]
-                    && !counts[i].contains_key(v)
-                {
+                let v = node.label(&c.topology_key).unwrap_or("");
+                if !is_host[i] && !counts[i].contains_key(v) {
                     counts[i].insert(v.to_string(), 0);
                 }
             }
@@ -98,14 +102,14 @@ impl PreScorePlugin for PodTopologySpread {
         let mut domains: Vec<Option<&str>> = Vec::new();
         let known = cluster.nodes().map(|n| &**n);
         for node in known.chain(nodes.iter().map(|n| &**n)) {
-            if !has_all_keys(node, &constraints) || rows.contains_key(node.name.as_str()) {
+            if !considered(node) || rows.contains_key(node.name.as_str()) {
                 continue;
             }
             rows.insert(&node.name, names.len());
             names.push(&node.name);
             for (i, c) in constraints.iter().enumerate() {
                 let included = !is_host[i] && c.includes(pod, &required, node);
-                domains.push(included.then(|| node.label(&c.topology_key)).flatten());
+                domains.push(included.then(|| node.label(&c.topology_key).unwrap_or("")));
             }
         }
         let mut host_counts: Vec<HashMap<String, i64>> = vec![HashMap::new(); k];
@@ -126,6 +130,7 @@ impl PreScorePlugin for PodTopologySpread {
             }
         });
         state.write(PreScoreState {
+            require_all,
             constraints,
             counts,
             host_counts,
@@ -147,7 +152,7 @@ impl ScorePlugin for PodTopologySpread {
         let Some(s) = state.read::<PreScoreState>() else {
             return Err(Status::error("PodTopologySpread: PreScore state missing"));
         };
-        if !has_all_keys(node, &s.constraints) {
+        if s.require_all && !has_all_keys(node, &s.constraints) {
             return Ok(NodeScore::none(s.ignored_note.clone()));
         }
         let mut score = 0.0;
@@ -359,7 +364,7 @@ mod tests {
 
     #[test]
     fn missing_state_is_an_error() {
-        let s = PodTopologySpread
+        let s = PodTopologySpread::default()
             .score(
                 &CycleState::new(),
                 &PodInfo::default(),

@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cache::{ClusterState, Keyed};
 use crate::framework::pod::VolumeClaim;
-use crate::framework::volume::ClaimInfo;
+use crate::framework::volume::{ClaimInfo, StorageClassInfo, VolumeInfo};
 use crate::framework::{CycleState, FilterPlugin, NodeInfo, PodInfo, PreFilterPlugin, Status};
 use crate::plugins::node_affinity::RequiredNodeAffinity;
 
@@ -69,7 +69,7 @@ fn check_claim<'a>(
     cluster: &'a ClusterState,
 ) -> Result<&'a ClaimInfo, String> {
     let key = format!("{}/{}", pod.namespace, want.name);
-    let Some(claim) = cluster.claims().get(&key) else {
+    let Some(claim) = cluster.objects::<ClaimInfo>().get(&key) else {
         return Err(if want.ephemeral {
             format!(
                 "waiting for ephemeral volume controller to create the persistentvolumeclaim {:?}",
@@ -108,7 +108,10 @@ fn delays_binding(claim: &ClaimInfo, cluster: &ClusterState) -> Result<bool, Str
     if claim.storage_class.is_empty() {
         return Ok(false);
     }
-    match cluster.storage_classes().get(&claim.storage_class) {
+    match cluster
+        .objects::<StorageClassInfo>()
+        .get(&claim.storage_class)
+    {
         None => Ok(false),
         Some(c) => c.wait_for_first_consumer.ok_or_else(|| {
             format!(
@@ -139,7 +142,7 @@ impl PreFilterPlugin for VolumeBinding {
                 let volume = claim
                     .volume_name
                     .as_deref()
-                    .and_then(|v| cluster.volumes().get(v));
+                    .and_then(|v| cluster.objects::<VolumeInfo>().get(v));
                 bound.push(volume.map(|v| match &v.node_affinity {
                     Some(selector) => RequiredNodeAffinity::from_selector(selector),
                     None => RequiredNodeAffinity::anywhere(),

@@ -64,8 +64,9 @@ fn run(p: &PodInfo, c: &ClusterState, nodes: &[NodeInfo]) -> Result<Vec<Status>,
 #[test]
 fn bound_volumes_pin_the_pod_to_their_nodes() {
     let mut c = ClusterState::default();
-    c.claims_mut().apply(claim("data", Some("pv-a"), true));
-    c.volumes_mut().apply(zonal("pv-a", "a"));
+    c.objects_mut::<ClaimInfo>()
+        .apply(claim("data", Some("pv-a"), true));
+    c.objects_mut::<VolumeInfo>().apply(zonal("pv-a", "a"));
     let verdicts = run(
         &pod(&[VolumeClaim::named("data")]),
         &c,
@@ -76,12 +77,14 @@ fn bound_volumes_pin_the_pod_to_their_nodes() {
     assert_eq!(verdicts[1].code(), Code::UnschedulableAndUnresolvable);
     assert_eq!(verdicts[1].message(), ERR_NODE_CONFLICT);
     // A volume without node affinity goes anywhere; a missing one nowhere.
-    c.claims_mut().apply(claim("free", Some("pv-any"), true));
-    c.volumes_mut().apply(VolumeInfo {
+    c.objects_mut::<ClaimInfo>()
+        .apply(claim("free", Some("pv-any"), true));
+    c.objects_mut::<VolumeInfo>().apply(VolumeInfo {
         name: "pv-any".into(),
         node_affinity: None,
     });
-    c.claims_mut().apply(claim("ghost", Some("pv-gone"), true));
+    c.objects_mut::<ClaimInfo>()
+        .apply(claim("ghost", Some("pv-gone"), true));
     let any = run(&pod(&[VolumeClaim::named("free")]), &c, &[node("n2", "b")]).unwrap();
     assert!(any[0].is_success());
     let gone = run(&pod(&[VolumeClaim::named("ghost")]), &c, &[node("n1", "a")]).unwrap();
@@ -103,12 +106,13 @@ fn claims_must_exist_and_be_usable() {
         pre(&c, eph.clone()).message(),
         r#"waiting for ephemeral volume controller to create the persistentvolumeclaim "p-scratch""#
     );
-    c.claims_mut().apply(claim("p-scratch", None, false));
+    c.objects_mut::<ClaimInfo>()
+        .apply(claim("p-scratch", None, false));
     assert_eq!(
         pre(&c, eph).message(),
         "PVC ns/p-scratch was not created for pod ns/p (pod is not owner)"
     );
-    c.claims_mut().apply(ClaimInfo {
+    c.objects_mut::<ClaimInfo>().apply(ClaimInfo {
         deleting: true,
         ..claim("old", Some("pv"), true)
     });
@@ -116,7 +120,7 @@ fn claims_must_exist_and_be_usable() {
         pre(&c, VolumeClaim::named("old")).message(),
         r#"persistentvolumeclaim "old" is being deleted"#
     );
-    c.claims_mut().apply(ClaimInfo {
+    c.objects_mut::<ClaimInfo>().apply(ClaimInfo {
         lost: true,
         ..claim("lost", Some("pv-x"), false)
     });
@@ -129,15 +133,15 @@ fn claims_must_exist_and_be_usable() {
 #[test]
 fn unbound_claims_wait_for_the_pv_controller_or_are_refused() {
     let mut c = ClusterState::default();
-    c.storage_classes_mut().apply(StorageClassInfo {
+    c.objects_mut::<StorageClassInfo>().apply(StorageClassInfo {
         name: "fast".into(),
         wait_for_first_consumer: Some(false),
     });
-    c.storage_classes_mut().apply(StorageClassInfo {
+    c.objects_mut::<StorageClassInfo>().apply(StorageClassInfo {
         name: "local".into(),
         wait_for_first_consumer: Some(true),
     });
-    c.storage_classes_mut().apply(StorageClassInfo {
+    c.objects_mut::<StorageClassInfo>().apply(StorageClassInfo {
         name: "broken".into(),
         wait_for_first_consumer: None,
     });
@@ -145,10 +149,14 @@ fn unbound_claims_wait_for_the_pv_controller_or_are_refused() {
         storage_class: class.into(),
         ..claim(name, None, false)
     };
-    c.claims_mut().apply(with_class("now", "fast"));
-    c.claims_mut().apply(with_class("later", "local"));
-    c.claims_mut().apply(with_class("classless", ""));
-    c.claims_mut().apply(with_class("odd", "broken"));
+    c.objects_mut::<ClaimInfo>()
+        .apply(with_class("now", "fast"));
+    c.objects_mut::<ClaimInfo>()
+        .apply(with_class("later", "local"));
+    c.objects_mut::<ClaimInfo>()
+        .apply(with_class("classless", ""));
+    c.objects_mut::<ClaimInfo>()
+        .apply(with_class("odd", "broken"));
     let pre = |names: &[&str]| {
         let claims: Vec<VolumeClaim> = names.iter().map(|n| VolumeClaim::named(n)).collect();
         run(&pod(&claims), &c, &[]).unwrap_err()

@@ -59,18 +59,14 @@ pub fn safety_filter_plugins() -> Vec<ProfilePlugin> {
 
 /// Every kube-scheduler default plugin placer implements, in kube-scheduler's default order and
 /// with its default weights: [`safety_filter_plugins`] plus `VolumeBinding`, `PodTopologySpread`
-/// (no system default constraints: `defaultingType: List`) and `InterPodAffinity`. kube-scheduler's
+/// (kube-scheduler's system default constraints) and `InterPodAffinity`. kube-scheduler's
 /// defaults that placer lacks (`VolumeRestrictions`, `NodeVolumeLimits`, `VolumeZone`,
 /// `NodeResourcesBalancedAllocation`, `ImageLocality`) are left out.
 pub fn comparable_plugins() -> Vec<ProfilePlugin> {
     let mut plugins = safety_filter_plugins();
     plugins.extend([
         plugin("VolumeBinding", None),
-        ProfilePlugin {
-            name: "PodTopologySpread",
-            weight: Some(2),
-            args: Some(json!({ "defaultingType": "List" })),
-        },
+        plugin("PodTopologySpread", Some(2)),
         plugin("InterPodAffinity", Some(2)),
     ]);
     plugins
