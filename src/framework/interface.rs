@@ -7,6 +7,7 @@
 //! never call each other, never block and never do I/O: everything they read
 //! comes from the pod, the node, the [`CycleState`] and the cluster snapshot.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use crate::cache::ClusterState;
@@ -120,6 +121,14 @@ macro_rules! plugin {
 pub trait PreFilterPlugin: Plugin {
     /// Prepares filtering of `pod`.
     fn pre_filter(&self, state: &mut CycleState, pod: &PodInfo, cluster: &ClusterState) -> Status;
+
+    /// The only nodes `pod` can go to, when the plugin can tell before Filter
+    /// (kube-scheduler's `PreFilterResult.NodeNames`); `None` means every
+    /// node. Asked after a successful `pre_filter`. The other nodes are not
+    /// filtered and fail with "node(s) didn't satisfy plugin(s) [..]".
+    fn pre_filter_nodes(&self, _pod: &PodInfo) -> Option<HashSet<String>> {
+        None
+    }
 }
 
 /// Decides whether `pod` may run on `node`. Called concurrently for

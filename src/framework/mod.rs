@@ -13,6 +13,7 @@ pub mod interface;
 pub mod namespace;
 mod node;
 pub mod pod;
+mod pre_filter_result;
 pub mod resources;
 mod runner;
 mod status;
@@ -30,9 +31,10 @@ pub use interface::{
 };
 pub use node::{Labels, NodeInfo};
 pub use pod::PodInfo;
+pub use pre_filter_result::PreFilterResult;
 pub use resources::Resources;
 pub use runner::{
-    ExtensionPoint, Framework, MAX_EXTENDER_SCORE, Observer, PluginScores, PreFilterResult,
-    ScoreTable, WeightedPlugin,
+    ExtensionPoint, Framework, MAX_EXTENDER_SCORE, Observer, PluginScores, ScoreTable,
+    WeightedPlugin,
 };
 pub use status::{Code, Status};

@@ -14,7 +14,7 @@ use crate::cache::ClusterState;
 use crate::framework::interface::{
     Diagnosis, MAX_NODE_SCORE, MIN_NODE_SCORE, NodeScore, Nominating, Plugin, PostFilterResult,
 };
-use crate::framework::{Code, CycleState, NodeInfo, PodInfo, Status};
+use crate::framework::{Code, CycleState, NodeInfo, PodInfo, PreFilterResult, Status};
 
 /// Below this many nodes the per-node work is cheaper than handing it to
 /// another thread: on 2 cores rayon did not pay at 5,000 nodes (~0.08 µs per
@@ -76,22 +76,6 @@ pub struct Framework {
     profile: String,
     plugins: Vec<WeightedPlugin>,
     observer: Option<Arc<dyn Observer>>,
-}
-
-/// What PreFilter decided for the whole pod.
-#[derive(Debug, Default)]
-pub struct PreFilterResult {
-    /// A rejection that applies to every node.
-    pub rejection: Option<Status>,
-    /// Plugins whose Filter does not run for this pod, with their reasons.
-    pub skipped: Vec<Status>,
-}
-
-impl PreFilterResult {
-    /// The Skip status of `plugin`, if its PreFilter skipped it.
-    pub fn skipped(&self, plugin: &str) -> Option<&Status> {
-        self.skipped.iter().find(|s| s.plugin() == plugin)
-    }
 }
 
 /// The scores of every score plugin for the nodes of one request.
@@ -218,7 +202,14 @@ impl Framework {
             }
             .with_plugin(p.name());
             match status.code() {
-                Code::Success => {}
+                Code::Success => {
+                    if let Some(names) = p.pre_filter_nodes(pod) {
+                        result.narrow(p.name(), names);
+                        if result.rejection.is_some() {
+                            break;
+                        }
+                    }
+                }
                 Code::Skip => result.skipped.push(status),
                 _ => {
                     result.rejection = Some(status);
@@ -242,6 +233,10 @@ impl Framework {
     ) {
         if let Some(rejection) = &pre.rejection {
             let _ = visit(rejection.clone());
+            return;
+        }
+        if let Some(status) = pre.ruled_out(&node.name) {
+            let _ = visit(status);
             return;
         }
         for wp in &self.plugins {
@@ -365,7 +360,8 @@ impl Framework {
         if let Some(rejection) = &pre.rejection {
             return vec![Some(rejection.clone()); nodes.len()];
         }
-        let mut verdicts: Vec<Option<Status>> = vec![None; nodes.len()];
+        let mut verdicts: Vec<Option<Status>> =
+            nodes.iter().map(|n| pre.ruled_out(&n.name)).collect();
         for wp in &self.plugins {
             let Some(p) = wp.plugin.as_filter() else {
                 continue;

@@ -564,14 +564,15 @@ fn label_value_errors(value: &str) -> Vec<String> {
     errs
 }
 
-/// True when every required term restricts `metadata.name` with `In` and
-/// the union of the names they allow is empty (kube-scheduler's PreFilter).
-fn terms_conflict(selector: &NodeSelector) -> bool {
+/// The nodes the required terms allow by name, when every term restricts
+/// `metadata.name` with `In` (the union over terms of the intersection within
+/// each); `None` when some term allows any name (kube-scheduler's PreFilter).
+fn required_node_names(selector: &NodeSelector) -> Option<HashSet<String>> {
     let terms = &selector.node_selector_terms;
     if terms.is_empty() {
-        return false;
+        return None;
     }
-    let mut union: HashSet<&str> = HashSet::new();
+    let mut union: HashSet<String> = HashSet::new();
     for t in terms {
         let mut names: Option<HashSet<&str>> = None;
         for r in t.match_fields.iter().flatten() {
@@ -583,13 +584,21 @@ fn terms_conflict(selector: &NodeSelector) -> bool {
                 });
             }
         }
-        match names {
-            // A term without a name restriction allows every node.
-            None => return false,
-            Some(n) => union.extend(n),
-        }
+        // A term without a name restriction allows every node.
+        union.extend(names?.into_iter().map(str::to_string));
     }
-    union.is_empty()
+    Some(union)
+}
+
+fn required_selector(pod: &PodInfo) -> Option<&NodeSelector> {
+    pod.spec
+        .affinity
+        .as_ref()
+        .and_then(|a| a.node_affinity.as_ref())
+        .and_then(|n| {
+            n.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
 }
 
 /// The pod's parsed requirements, written in PreFilter.
@@ -602,23 +611,22 @@ crate::plugin!(NodeAffinity, NAME, [pre_filter, filter, pre_score, score]);
 
 impl PreFilterPlugin for NodeAffinity {
     fn pre_filter(&self, state: &mut CycleState, pod: &PodInfo, _: &ClusterState) -> Status {
-        let required = pod
-            .spec
-            .affinity
-            .as_ref()
-            .and_then(|a| a.node_affinity.as_ref())
-            .and_then(|n| {
-                n.required_during_scheduling_ignored_during_execution
-                    .as_ref()
-            });
+        let required = required_selector(pod);
         if required.is_none() && pod.spec.node_selector.is_empty() {
             return Status::skip("pod has no node selector or required node affinity");
         }
         state.write(PreFilterState(RequiredNodeAffinity::new(pod)));
-        if required.is_some_and(terms_conflict) {
+        if required
+            .and_then(required_node_names)
+            .is_some_and(|n| n.is_empty())
+        {
             return Status::unresolvable(ERR_REASON_CONFLICT);
         }
         Status::success()
+    }
+
+    fn pre_filter_nodes(&self, pod: &PodInfo) -> Option<HashSet<String>> {
+        required_selector(pod).and_then(required_node_names)
     }
 }
 

@@ -2,17 +2,16 @@
 //! (SPEC §5.2).
 //!
 //! Mirrors kube-scheduler v1.37's
-//! `pkg/scheduler/framework/plugins/nodename/node_name.go` (`Fits`). Its
-//! PreFilter only narrows the node list to `spec.nodeName`, which placer's
-//! runner has no way to express, so here every node goes through Filter.
-//! kube-scheduler reports the nodes it never evaluated as
-//! "node(s) didn't satisfy plugin(s) [NodeName]"; placer reports this
-//! plugin's Filter reason for each of them.
+//! `pkg/scheduler/framework/plugins/nodename/node_name.go`: PreFilter narrows
+//! the nodes to `spec.nodeName` (the others are reported as "node(s) didn't
+//! satisfy plugin(s) [NodeName]"), Filter checks the name (`Fits`).
+
+use std::collections::HashSet;
 
 use serde::{Deserialize, Serialize};
 
 use crate::cache::ClusterState;
-use crate::framework::{CycleState, FilterPlugin, NodeInfo, PodInfo, Status};
+use crate::framework::{CycleState, FilterPlugin, NodeInfo, PodInfo, PreFilterPlugin, Status};
 
 /// Plugin name in the policy.
 pub const NAME: &str = "NodeName";
@@ -36,7 +35,21 @@ impl NodeName {
     }
 }
 
-crate::plugin!(NodeName, NAME, [filter]);
+crate::plugin!(NodeName, NAME, [pre_filter, filter]);
+
+impl PreFilterPlugin for NodeName {
+    fn pre_filter(&self, _: &mut CycleState, _: &PodInfo, _: &ClusterState) -> Status {
+        Status::success()
+    }
+
+    /// A pod with `spec.nodeName` is only evaluated on that node.
+    fn pre_filter_nodes(&self, pod: &PodInfo) -> Option<HashSet<String>> {
+        pod.node_name
+            .as_ref()
+            .filter(|n| !n.is_empty())
+            .map(|n| HashSet::from([n.clone()]))
+    }
+}
 
 impl FilterPlugin for NodeName {
     fn filter(&self, _: &CycleState, pod: &PodInfo, node: &NodeInfo, _: &ClusterState) -> Status {

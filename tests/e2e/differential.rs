@@ -25,9 +25,10 @@
 //! reach their nodes only through a `nodeSelector` on a per-copy label ([`CASE_LABEL`]), which
 //! both schedulers evaluate the same way: every other node of the cluster fails it (or an earlier
 //! filter) and counts in the message's "0/N nodes" histogram like any other node. The generator
-//! never uses `matchFields`: with `metadata.name` terms kube-scheduler's NodeAffinity PreFilter
-//! narrows the node set and reports the other nodes as "node(s) didn't satisfy plugin(s)
-//! [NodeAffinity]", a known, deliberate difference.
+//! sometimes pins the pod to one of the copy's nodes by name, DaemonSet-style (`matchFields`
+//! `metadata.name In [...]` in every required term): both schedulers' NodeAffinity PreFilter then
+//! evaluates that node only and reports every other node as "node(s) didn't satisfy plugin(s)
+//! [NodeAffinity]".
 //!
 //! Stable "N". The message counts every node of the shared cluster, so both copies are created at
 //! the same moment after a barrier proving both schedulers see every node and bound pod of the
@@ -257,14 +258,15 @@ async fn run_attempt(
         .iter()
         .flat_map(|&i| {
             [("p", &names.placer), ("k", &names.kube)].map(|(letter, scheduler)| {
-                (
-                    i,
+                (i, {
+                    let tag = format!("c{i}{letter}-{attempt_value}");
                     Side {
-                        tag: format!("c{i}{letter}-{attempt_value}"),
+                        node_stem: env.name(&tag),
+                        tag,
                         scheduler: scheduler.clone(),
                         attempt: attempt_value.clone(),
-                    },
-                )
+                    }
+                })
             })
         })
         .collect();
@@ -277,7 +279,7 @@ async fn run_attempt(
     create_all(Api::<Node>::all(env.client().clone()), nodes).await?;
     let bound: Vec<Pod> = copies
         .iter()
-        .flat_map(|(i, side)| cases[*i].occupants(env, side, classes))
+        .flat_map(|(i, side)| cases[*i].occupants(side, classes))
         .collect();
     create_all(env.pods(), bound).await?;
     barrier(env, names, &attempt_value).await?;
@@ -311,13 +313,13 @@ async fn run_attempt(
         let [placer, kube] = [&pair[0].1, &pair[1].1].map(|side| {
             let seen = &observed[&side.tag];
             match &seen.node {
-                Some(node) if !node.starts_with(&format!("{}-", env.name(&side.tag))) => {
+                Some(node) if !node.starts_with(&format!("{}-", side.node_stem)) => {
                     Err(anyhow::anyhow!(
                         "case {i}: pod {} bound to {node}, not one of its own nodes",
                         side.tag
                     ))
                 }
-                _ => Ok(seen.outcome().without_node_names(&env.name(&side.tag))),
+                _ => Ok(seen.outcome().without_node_names(&side.node_stem)),
             }
         });
         out.push((placer?, kube?));
@@ -339,6 +341,8 @@ async fn run_attempt(
 /// [`CASE_LABEL`], and the scheduler its pod names.
 struct Side {
     tag: String,
+    /// The copy's node names are `<node_stem>-<i>`.
+    node_stem: String,
     scheduler: String,
     attempt: String,
 }
@@ -569,6 +573,8 @@ struct NodeSpec {
 #[derive(Clone, Debug)]
 struct PodSpec {
     load: Load,
+    /// Pinned to the copy's node with this index by `matchFields` (drawn last, in `generate`).
+    pinned: Option<usize>,
     init_cpu_m: Option<u32>,
     node_selector: Vec<(&'static str, String)>,
     /// Required node affinity: terms (ORed) of match expressions (ANDed).
@@ -634,6 +640,7 @@ impl Case {
             }
         }
         pod.load.class = rng.pick(&[Class::None, Class::Low, Class::High, Class::High]);
+        pod.pinned = rng.chance(20).then(|| rng.below(nodes.len()));
         Self { index, nodes, pod }
     }
 
@@ -724,6 +731,7 @@ impl Case {
         };
         PodSpec {
             load,
+            pinned: None,
             init_cpu_m,
             node_selector,
             terms,
@@ -737,7 +745,7 @@ impl Case {
             .iter()
             .enumerate()
             .map(|(i, n)| {
-                let name = env.name(&format!("{}-{i}", side.tag));
+                let name = format!("{}-{i}", side.node_stem);
                 let mut labels: BTreeMap<&str, String> = n.labels.iter().cloned().collect();
                 labels.insert("kubernetes.io/hostname", name.clone());
                 labels.insert(RUN_LABEL, env.run_id().to_owned());
@@ -775,13 +783,13 @@ impl Case {
     }
 
     /// The pods already bound to the copy's nodes.
-    fn occupants(&self, env: &TestEnv, side: &Side, classes: &Classes) -> Vec<Pod> {
+    fn occupants(&self, side: &Side, classes: &Classes) -> Vec<Pod> {
         self.nodes
             .iter()
             .enumerate()
             .flat_map(|(i, n)| {
                 n.occupants.iter().enumerate().map(move |(j, load)| {
-                    let node = env.name(&format!("{}-{i}", side.tag));
+                    let node = format!("{}-{i}", side.node_stem);
                     let mut spec = json!({
                         "nodeName": node,
                         "containers": [container(load)],
@@ -807,13 +815,25 @@ impl Case {
             "containers": [container(&self.pod.load)],
             "terminationGracePeriodSeconds": 0,
         });
-        if !self.pod.terms.is_empty() {
-            let terms: Vec<Value> = self
-                .pod
-                .terms
-                .iter()
-                .map(|exprs| json!({ "matchExpressions": exprs }))
-                .collect();
+        let pin = self.pod.pinned.map(|i| {
+            json!([{ "key": "metadata.name", "operator": "In",
+                     "values": [format!("{}-{i}", side.node_stem)] }])
+        });
+        let mut terms: Vec<Value> = self
+            .pod
+            .terms
+            .iter()
+            .map(|exprs| json!({ "matchExpressions": exprs }))
+            .collect();
+        if let Some(pin) = &pin {
+            if terms.is_empty() {
+                terms.push(json!({}));
+            }
+            for t in &mut terms {
+                t["matchFields"] = pin.clone();
+            }
+        }
+        if !terms.is_empty() {
             spec["affinity"] = json!({ "nodeAffinity": {
                 "requiredDuringSchedulingIgnoredDuringExecution": { "nodeSelectorTerms": terms },
             } });
@@ -834,6 +854,7 @@ impl Case {
     fn describe(&self) -> String {
         let side = Side {
             tag: format!("c{}", self.index),
+            node_stem: "<node>".into(),
             scheduler: "<scheduler>".into(),
             attempt: "-".into(),
         };

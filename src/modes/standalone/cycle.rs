@@ -421,4 +421,49 @@ mod tests {
             assert_eq!(placed.node, "b");
         }
     }
+
+    #[test]
+    fn nodes_pre_filter_rules_out_are_reported_not_filtered() {
+        let f = framework(
+            "apiVersion: placer/v1alpha1\nkind: Policy\nprofiles:\n- schedulerName: s\n  plugins:\n  - name: NodeName\n  - name: NodeAffinity\n  - name: NodeResourcesFit\n",
+        );
+        let mut c = ClusterState::default();
+        for name in ["a", "b", "c"] {
+            c.apply_node(NodeInfo {
+                allocatable: crate::framework::Resources::from_list([("cpu", "1"), ("pods", "9")])
+                    .unwrap(),
+                ..NodeInfo::new(name, Vec::<(String, String)>::new())
+            });
+        }
+        // A DaemonSet-style pod: required affinity to node b by name, and b is full.
+        let mut p: PodInfo = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "ds", "namespace": "ns"},
+            "spec": {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+                {"nodeSelectorTerms": [{"matchFields": [
+                    {"key": "metadata.name", "operator": "In", "values": ["b"]}]}]}}},
+                "containers": [{"name": "c", "resources": {"requests": {"cpu": "2"}}}]}
+        }))
+        .unwrap();
+        let err = schedule_one(
+            &f,
+            &p,
+            &mut c,
+            Nominated::default(),
+            &TieRotation::default(),
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.message(),
+            "0/3 nodes are available: 1 Insufficient cpu, 2 node(s) didn't satisfy plugin(s) [NodeAffinity]."
+        );
+        p.spec = Arc::new(crate::framework::pod::PodSpecInfo::default());
+        let placed = schedule_one(
+            &f,
+            &p,
+            &mut c,
+            Nominated::default(),
+            &TieRotation::default(),
+        );
+        assert!(placed.is_ok(), "without the affinity any node will do");
+    }
 }
