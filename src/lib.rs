@@ -10,7 +10,7 @@
 //! | [`protocol`] | the extender wire types (`ExtenderArgs`, `ExtenderFilterResult`, ...) |
 //! | [`framework`] | statuses, cycle state, one trait per extension point, the runner, explanations |
 //! | [`plugins`] | one file per plugin and the registry that builds them from the policy |
-//! | [`cache`] | nodes, assigned pods and the zone index, fed by watchers or a snapshot file |
+//! | [`cache`] | nodes, assigned pods and the zone index, plus keyed stores (claims, budgets, namespaces, ...), fed by watchers or a snapshot file |
 //! | [`policy`] | the policy file: strict loading, defaults, compiled profiles |
 //! | [`modes`] | extender mode (the HTTP verbs) and standalone mode |
 //! | [`ops`] | health, debug endpoints, logging |

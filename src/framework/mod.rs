@@ -3,7 +3,10 @@
 //!
 //! Both modes and the offline tools go through here: the extender verbs call
 //! [`Framework::filter_nodes`] and [`Framework::score`], `/explain` and
-//! `placer score` call [`explain()`].
+//! `placer score` call [`explain()`], and standalone mode adds
+//! [`Framework::post_filter`] (preemption) when no node fits. The views of
+//! other API objects plugins read live here too: [`DisruptionBudget`],
+//! [`volume`], [`namespace`], [`workload`].
 
 mod budget;
 mod cycle_state;

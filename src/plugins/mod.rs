@@ -90,7 +90,7 @@ pub enum PluginArgs {
     NodeResourcesFit(NodeResourcesFitArgs),
     /// NodePorts.
     NodePorts(NodePortsArgs),
-    /// VolumeBinding (stand-in: rejects pods with PersistentVolumeClaims).
+    /// VolumeBinding (bound claims; unbound WaitForFirstConsumer claims are refused).
     VolumeBinding(VolumeBindingArgs),
     /// PodTopologySpread.
     PodTopologySpread(PodTopologySpreadArgs),
