@@ -18,31 +18,22 @@
 //! extended resources only, never `cpu`, `memory` or `hugepages-*`.
 //!
 //! **Score.** `scoringStrategy.type` `LeastAllocated` (the default: prefer
-//! the emptiest node) or `MostAllocated` (bin packing) over
-//! `scoringStrategy.resources` (default `cpu` and `memory`, weight 1):
-//! per resource `(allocatable - requested) × 100 / allocatable`, or
-//! `requested × 100 / allocatable`, then the weighted mean (integer
-//! divisions, as kube-scheduler). A resource the node has none of is left
-//! out, and so is an extended resource the pod does not request. For `cpu`
-//! and `memory` a request of 0 counts as 100m and 200Mi (kube-scheduler's
-//! `DefaultMilliCPURequest`, `DefaultMemoryRequest`), so best-effort pods
+//! the emptiest node), `MostAllocated` (bin packing) or
+//! `RequestedToCapacityRatio` (a piecewise-linear `shape` from utilization
+//! 0..=100 to score 0..=10) over `scoringStrategy.resources` (default `cpu`
+//! and `memory`, weight 1): per resource `(allocatable - requested) × 100 /
+//! allocatable`, `requested × 100 / allocatable`, or the shape at the
+//! utilization, then the weighted mean (integer divisions, as kube-scheduler;
+//! `RequestedToCapacityRatio` rounds, and leaves resources scoring 0 out of
+//! the mean). A resource the node has none of is left out, and so is an
+//! extended resource the pod does not request. For `cpu` and `memory` each
+//! container's missing request counts as 100m and 200Mi, on the pod and on
+//! the node's pods (kube-scheduler's `NonZeroRequested`), so best-effort pods
 //! still spread.
-//!
-//! Not (yet) like kube-scheduler:
-//! - `RequestedToCapacityRatio` scoring is not implemented; the policy loader
-//!   rejects it with a clear message.
-//! - The 100m/200Mi defaults apply to the pod's effective request, not per
-//!   container: a pod with two containers without a cpu request counts as
-//!   100m where kube-scheduler counts 200m.
-//! - The node side of scoring uses the sum of the node's pods' real requests
-//!   (`NodeUsage::requested`), not kube-scheduler's `NonZeroRequested`: the
-//!   cache does not track the defaulted sum yet, so best-effort pods already
-//!   on a node do not make it look fuller.
 
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
 
 use crate::cache::{ClusterState, NodeUsage};
@@ -61,22 +52,37 @@ pub const NAME: &str = "NodeResourcesFit";
 const MAX_RESOURCE_WEIGHT: i64 = 100;
 
 /// How nodes are scored.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
 pub enum ScoringStrategyType {
     /// Prefer nodes with the most free capacity (spreading).
     #[default]
     LeastAllocated,
     /// Prefer nodes with the least free capacity (bin packing).
     MostAllocated,
-}
-
-/// The policy spelling, including the strategy placer does not implement yet.
-#[derive(Deserialize)]
-enum RawStrategyType {
-    LeastAllocated,
-    MostAllocated,
+    /// Score utilization through a piecewise-linear shape.
     RequestedToCapacityRatio,
 }
+
+/// One point of a `RequestedToCapacityRatio` shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct UtilizationShapePoint {
+    /// Utilization in percent, 0..=100.
+    pub utilization: i32,
+    /// Score at that utilization, 0..=10.
+    pub score: i32,
+}
+
+/// `requestedToCapacityRatio`: the shape.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RequestedToCapacityRatioParam {
+    /// Points sorted by increasing utilization.
+    pub shape: Vec<UtilizationShapePoint>,
+}
+
+/// Highest score of a shape point (kube-scheduler's `MaxCustomPriorityScore`).
+const MAX_CUSTOM_PRIORITY_SCORE: i32 = 10;
 
 /// One resource that takes part in scoring, with its weight.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
@@ -131,6 +137,9 @@ pub struct ScoringStrategy {
     pub kind: ScoringStrategyType,
     /// `resources`; defaults to `cpu` and `memory` with weight 1.
     pub resources: Vec<ResourceSpec>,
+    /// The shape, with `RequestedToCapacityRatio` only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub requested_to_capacity_ratio: Option<RequestedToCapacityRatioParam>,
 }
 
 impl Default for ScoringStrategy {
@@ -138,8 +147,40 @@ impl Default for ScoringStrategy {
         ScoringStrategy {
             kind: ScoringStrategyType::LeastAllocated,
             resources: default_resources(),
+            requested_to_capacity_ratio: None,
         }
     }
+}
+
+/// kube-scheduler's `validateFunctionShape`, first error only.
+fn validate_shape(shape: &[UtilizationShapePoint]) -> Result<(), String> {
+    let at = "requestedToCapacityRatio.shape";
+    if shape.is_empty() {
+        return Err(format!("{at}: at least one point must be specified"));
+    }
+    for i in 1..shape.len() {
+        if shape[i - 1].utilization >= shape[i].utilization {
+            return Err(format!(
+                "{at}[{i}].utilization: {}: values must be sorted in increasing order",
+                shape[i].utilization
+            ));
+        }
+    }
+    for (i, p) in shape.iter().enumerate() {
+        if !(0..=100).contains(&p.utilization) {
+            return Err(format!(
+                "{at}[{i}].utilization: {}: not in valid range [0, 100]",
+                p.utilization
+            ));
+        }
+        if !(0..=MAX_CUSTOM_PRIORITY_SCORE).contains(&p.score) {
+            return Err(format!(
+                "{at}[{i}].score: {}: not in valid range [0, {MAX_CUSTOM_PRIORITY_SCORE}]",
+                p.score
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn default_resources() -> Vec<ResourceSpec> {
@@ -150,27 +191,30 @@ fn default_resources() -> Vec<ResourceSpec> {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct RawStrategy {
     #[serde(rename = "type")]
-    kind: RawStrategyType,
+    kind: ScoringStrategyType,
     #[serde(default)]
     resources: Vec<ResourceSpec>,
-    /// Accepted only to be rejected with a clear message.
-    requested_to_capacity_ratio: Option<IgnoredAny>,
+    requested_to_capacity_ratio: Option<RequestedToCapacityRatioParam>,
 }
 
 impl TryFrom<RawStrategy> for ScoringStrategy {
     type Error = String;
     fn try_from(r: RawStrategy) -> Result<Self, String> {
-        let kind = match (r.kind, r.requested_to_capacity_ratio) {
-            (RawStrategyType::RequestedToCapacityRatio, _) | (_, Some(_)) => {
-                return Err(
-                    "type: RequestedToCapacityRatio scoring is not supported by placer \
-                            yet; use LeastAllocated or MostAllocated"
-                        .into(),
-                );
+        let kind = r.kind;
+        match (&r.requested_to_capacity_ratio, kind) {
+            (None, ScoringStrategyType::RequestedToCapacityRatio) => {
+                return Err("requestedToCapacityRatio: must be specified when type is \
+                            RequestedToCapacityRatio"
+                    .into());
             }
-            (RawStrategyType::LeastAllocated, None) => ScoringStrategyType::LeastAllocated,
-            (RawStrategyType::MostAllocated, None) => ScoringStrategyType::MostAllocated,
-        };
+            (Some(p), ScoringStrategyType::RequestedToCapacityRatio) => validate_shape(&p.shape)?,
+            (Some(_), _) => {
+                return Err("requestedToCapacityRatio: must be nil when type is not \
+                            RequestedToCapacityRatio"
+                    .into());
+            }
+            (None, _) => {}
+        }
         let mut seen = HashSet::new();
         for (i, res) in r.resources.iter().enumerate() {
             if !seen.insert(res.name.as_str()) {
@@ -187,6 +231,7 @@ impl TryFrom<RawStrategy> for ScoringStrategy {
             } else {
                 r.resources
             },
+            requested_to_capacity_ratio: r.requested_to_capacity_ratio,
         })
     }
 }
@@ -374,11 +419,28 @@ fn most_requested_score(requested: i64, capacity: i64) -> i64 {
     ((i128::from(requested) * i128::from(MAX_NODE_SCORE)) / i128::from(capacity)) as i64
 }
 
+/// kube-scheduler's `BuildBrokenLinearFunction`: the shape's score at
+/// utilization `p`, interpolated between points (integer division), flat
+/// before the first and after the last.
+fn broken_linear(shape: &[(i64, i64)], p: i64) -> i64 {
+    for (i, &(u, score)) in shape.iter().enumerate() {
+        if p <= u {
+            let Some(&(u0, s0)) = i.checked_sub(1).and_then(|j| shape.get(j)) else {
+                return score;
+            };
+            return s0 + (score - s0) * (p - u0) / (u - u0);
+        }
+    }
+    shape.last().map_or(0, |&(_, s)| s)
+}
+
 /// The plugin.
 pub struct NodeResourcesFit {
     ignored_resources: HashSet<String>,
     ignored_groups: HashSet<String>,
     strategy: ScoringStrategyType,
+    /// `RequestedToCapacityRatio`'s shape, scores scaled to 0..=100.
+    shape: Vec<(i64, i64)>,
     resources: Vec<(ScoredResource, i64)>,
 }
 
@@ -389,6 +451,16 @@ impl NodeResourcesFit {
             ignored_resources: args.ignored_resources.iter().cloned().collect(),
             ignored_groups: args.ignored_resource_groups.iter().cloned().collect(),
             strategy: args.scoring_strategy.kind,
+            shape: args
+                .scoring_strategy
+                .requested_to_capacity_ratio
+                .iter()
+                .flat_map(|p| &p.shape)
+                .map(|p| {
+                    let scale = MAX_NODE_SCORE / i64::from(MAX_CUSTOM_PRIORITY_SCORE);
+                    (i64::from(p.utilization), i64::from(p.score) * scale)
+                })
+                .collect(),
             resources: args
                 .scoring_strategy
                 .resources
@@ -422,14 +494,28 @@ impl NodeResourcesFit {
                     least_requested_score(requested, allocatable)
                 }
                 ScoringStrategyType::MostAllocated => most_requested_score(requested, allocatable),
+                ScoringStrategyType::RequestedToCapacityRatio => {
+                    let utilization = if requested > allocatable {
+                        100
+                    } else {
+                        ((i128::from(requested) * 100) / i128::from(allocatable)) as i64
+                    };
+                    let score = broken_linear(&self.shape, utilization);
+                    // Resources scoring 0 do not count in the mean.
+                    if score <= 0 {
+                        continue;
+                    }
+                    score
+                }
             };
             node_score += score * weight;
             weight_sum += weight;
         }
-        if weight_sum == 0 {
-            0
-        } else {
-            node_score / weight_sum
+        match (weight_sum, self.strategy) {
+            (0, _) => 0,
+            // kube-scheduler rounds here (math.Round: halves away from zero).
+            (w, ScoringStrategyType::RequestedToCapacityRatio) => (node_score + w / 2) / w,
+            (w, _) => node_score / w,
         }
     }
 }

@@ -353,10 +353,35 @@ fn bad_args_are_rejected() {
     assert!(err("ignoredResource: [x]").contains("unknown field"));
     assert!(err("scoringStrategy: {resources: [{name: cpu}]}").contains("type"));
     assert!(err("scoringStrategy: {type: Balanced}").contains("unknown variant"));
-    let e = err("scoringStrategy: {type: RequestedToCapacityRatio}");
-    assert!(e.contains("not supported by placer"), "{e}");
-    let e = err("scoringStrategy: {type: LeastAllocated, requestedToCapacityRatio: {shape: []}}");
-    assert!(e.contains("not supported by placer"), "{e}");
+    for (bad, says) in [
+        (
+            "scoringStrategy: {type: RequestedToCapacityRatio}",
+            "must be specified when type is RequestedToCapacityRatio",
+        ),
+        (
+            "scoringStrategy: {type: LeastAllocated, requestedToCapacityRatio: {shape: [{utilization: 0, score: 0}]}}",
+            "must be nil when type is not RequestedToCapacityRatio",
+        ),
+        (
+            "scoringStrategy: {type: RequestedToCapacityRatio, requestedToCapacityRatio: {shape: []}}",
+            "at least one point",
+        ),
+        (
+            "scoringStrategy: {type: RequestedToCapacityRatio, requestedToCapacityRatio: {shape: [{utilization: 50, score: 1}, {utilization: 50, score: 2}]}}",
+            "shape[1].utilization: 50: values must be sorted in increasing order",
+        ),
+        (
+            "scoringStrategy: {type: RequestedToCapacityRatio, requestedToCapacityRatio: {shape: [{utilization: 101, score: 1}]}}",
+            "not in valid range [0, 100]",
+        ),
+        (
+            "scoringStrategy: {type: RequestedToCapacityRatio, requestedToCapacityRatio: {shape: [{utilization: 10, score: 11}]}}",
+            "shape[0].score: 11: not in valid range [0, 10]",
+        ),
+    ] {
+        let e = err(bad);
+        assert!(e.contains(says), "{bad}: {e}");
+    }
     let e = err("scoringStrategy: {type: LeastAllocated, resources: [{name: cpu, weight: 101}]}");
     assert!(
         e.contains("resource weight of cpu not in valid range (0, 100]"),
@@ -403,4 +428,41 @@ fn resource_name_classes_match_kubernetes() {
     assert!(is_qualified_name("a.b/c_d.e-f"));
     assert!(!is_qualified_name("a/b/c"));
     assert!(!is_qualified_name(&"x".repeat(64)));
+}
+
+/// kube-scheduler's `TestRequestedToCapacityRatioScoringStrategy` cases (shape
+/// 0% → 10, 100% → 0; cpu and memory weight 1).
+#[test]
+fn requested_to_capacity_ratio_follows_the_shape() {
+    let a = args(
+        "scoringStrategy: {type: RequestedToCapacityRatio, requestedToCapacityRatio: \
+         {shape: [{utilization: 0, score: 10}, {utilization: 100, score: 0}]}}",
+    );
+    let node = |cpu: &str| node(&[("cpu", cpu), ("memory", "10000")]);
+    let (n1, n2) = (node("4000"), node("6000"));
+    // Nothing scheduled, 3000 cpu and 5000 memory requested: n1 cpu 75% → 25,
+    // memory 50% → 50, round(37.5) = 38; n2 50% and 50% → 50.
+    let p = pod("p", None, &[("cpu", "3000"), ("memory", "5000")]);
+    assert_eq!(score(&a, &p, &n1, &cluster(&n1, &[])), 38);
+    assert_eq!(score(&a, &p, &n2, &cluster(&n2, &[])), 50);
+    // The same load already placed, and a pod without containers (no defaults).
+    let empty = PodInfo {
+        spec: Arc::new(PodSpecInfo::default()),
+        ..pod("q", None, &[])
+    };
+    let placed: &[&[(&str, &str)]] = &[&[("cpu", "3000"), ("memory", "5000")]];
+    assert_eq!(score(&a, &empty, &n1, &cluster(&n1, placed)), 38);
+    assert_eq!(score(&a, &empty, &n2, &cluster(&n2, placed)), 50);
+    // A resource scoring 0 (here: full) is left out of the mean, not averaged in.
+    let full = pod("f", None, &[("cpu", "4000"), ("memory", "5000")]);
+    assert_eq!(score(&a, &full, &n1, &cluster(&n1, &[])), 50);
+}
+
+#[test]
+fn broken_linear_interpolates_and_clamps() {
+    let shape = [(10, 0), (50, 100), (90, 20)];
+    assert_eq!(broken_linear(&shape, 0), 0, "flat before the first point");
+    assert_eq!(broken_linear(&shape, 30), 50);
+    assert_eq!(broken_linear(&shape, 70), 60);
+    assert_eq!(broken_linear(&shape, 100), 20, "flat after the last point");
 }
