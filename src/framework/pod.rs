@@ -56,6 +56,23 @@ pub struct ControllerRef {
     pub name: String,
 }
 
+impl ControllerRef {
+    /// The first owner reference marked `controller: true`, given as
+    /// `(controller, [apiVersion, kind, name])`.
+    fn first_of<'a>(
+        owners: impl IntoIterator<Item = (Option<bool>, [&'a String; 3])>,
+    ) -> Option<Self> {
+        owners
+            .into_iter()
+            .find(|(controller, _)| *controller == Some(true))
+            .map(|(_, [api_version, kind, name])| ControllerRef {
+                api_version: api_version.clone(),
+                kind: kind.clone(),
+                name: name.clone(),
+            })
+    }
+}
+
 /// The fields DefaultPreemption reads, from the spec and the status.
 ///
 /// Equality looks at the spec part only: a pod whose status alone changed
@@ -256,16 +273,12 @@ impl From<&Pod> for PodInfo {
                 .filter(|n| !n.is_empty()),
             phase: pod.status.as_ref().and_then(|s| s.phase.clone()),
             deleting: meta.deletion_timestamp.is_some(),
-            controller: meta
-                .owner_references
-                .iter()
-                .flatten()
-                .find(|o| o.controller == Some(true))
-                .map(|o| ControllerRef {
-                    api_version: o.api_version.clone(),
-                    kind: o.kind.clone(),
-                    name: o.name.clone(),
-                }),
+            controller: ControllerRef::first_of(
+                meta.owner_references
+                    .iter()
+                    .flatten()
+                    .map(|o| (o.controller, [&o.api_version, &o.kind, &o.name])),
+            ),
             spec: Arc::new(
                 spec.map(|s| spec_from_api(meta.name.as_deref().unwrap_or(""), s))
                     .unwrap_or_default(),
@@ -383,16 +396,12 @@ impl<'de> Deserialize<'de> for PodInfo {
             node_name: node_name.filter(|n| !n.is_empty()),
             phase: status.phase,
             deleting: meta.deletion_timestamp.is_some(),
-            controller: meta
-                .owner_references
-                .into_iter()
-                .flatten()
-                .find(|o| o.controller == Some(true))
-                .map(|o| ControllerRef {
-                    api_version: o.api_version,
-                    kind: o.kind,
-                    name: o.name,
-                }),
+            controller: ControllerRef::first_of(
+                meta.owner_references
+                    .iter()
+                    .flatten()
+                    .map(|o| (o.controller, [&o.api_version, &o.kind, &o.name])),
+            ),
             spec: Arc::new(spec_info),
             preemption: PreemptionInfo {
                 never: preemption_policy.as_deref() == Some(PREEMPT_NEVER),

@@ -195,15 +195,7 @@ pub struct RequiredNodeAffinity {
 impl RequiredNodeAffinity {
     /// Parses the pod's requirements (unparsable terms match nothing).
     pub fn new(pod: &PodInfo) -> Self {
-        let required = pod
-            .spec
-            .affinity
-            .as_ref()
-            .and_then(|a| a.node_affinity.as_ref())
-            .and_then(|n| {
-                n.required_during_scheduling_ignored_during_execution
-                    .as_ref()
-            });
+        let required = required_selector(pod);
         RequiredNodeAffinity {
             node_selector: pod
                 .spec

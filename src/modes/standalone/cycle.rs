@@ -242,6 +242,11 @@ mod tests {
         p.profile("s").unwrap().clone()
     }
 
+    /// One attempt with no nominations and a fresh tie rotation.
+    fn attempt(f: &Framework, p: &PodInfo, c: &mut ClusterState) -> Result<Placement, Failure> {
+        schedule_one(f, p, c, Nominated::default(), &TieRotation::default())
+    }
+
     const CAPABILITY_AND_ZONES: &str = "apiVersion: placer/v1alpha1\nkind: Policy\nprofiles:\n- schedulerName: s\n  plugins:\n  - name: CapabilityFilter\n    args: {rules: [{podAnnotation: hw, nodeLabel: hw, reason: no hw}]}\n  - name: ZoneSpread\n";
 
     fn cluster(nodes: &[(&str, &str, bool)]) -> ClusterState {
@@ -274,14 +279,7 @@ mod tests {
     fn no_fit_reports_every_node() {
         let f = framework(CAPABILITY_AND_ZONES);
         let mut c = cluster(&[("a", "z1", false), ("b", "z2", false)]);
-        let err = schedule_one(
-            &f,
-            &pod(true),
-            &mut c,
-            Nominated::default(),
-            &TieRotation::default(),
-        )
-        .unwrap_err();
+        let err = attempt(&f, &pod(true), &mut c).unwrap_err();
         assert_eq!(
             err,
             Failure::Unschedulable {
@@ -291,16 +289,10 @@ mod tests {
         );
         let mut empty = ClusterState::default();
         assert!(
-            schedule_one(
-                &f,
-                &pod(false),
-                &mut empty,
-                Nominated::default(),
-                &TieRotation::default()
-            )
-            .unwrap_err()
-            .message()
-            .starts_with("0/0 nodes")
+            attempt(&f, &pod(false), &mut empty)
+                .unwrap_err()
+                .message()
+                .starts_with("0/0 nodes")
         );
     }
 
@@ -315,14 +307,7 @@ mod tests {
             pvc_claims: vec![crate::framework::pod::VolumeClaim::named("data")],
             ..Default::default()
         });
-        let err = schedule_one(
-            &f,
-            &p,
-            &mut c,
-            Nominated::default(),
-            &TieRotation::default(),
-        )
-        .unwrap_err();
+        let err = attempt(&f, &p, &mut c).unwrap_err();
         assert_eq!(
             err,
             Failure::Unschedulable {
@@ -337,14 +322,7 @@ mod tests {
     fn single_fit_is_taken_and_ties_rotate() {
         let f = framework(CAPABILITY_AND_ZONES);
         let mut c = cluster(&[("a", "z1", false), ("b", "z2", true), ("c", "z3", false)]);
-        let placed = schedule_one(
-            &f,
-            &pod(true),
-            &mut c,
-            Nominated::default(),
-            &TieRotation::default(),
-        )
-        .unwrap();
+        let placed = attempt(&f, &pod(true), &mut c).unwrap();
         assert_eq!(
             (placed.node.as_str(), placed.feasible, placed.evaluated),
             ("b", 1, 3)
@@ -444,26 +422,13 @@ mod tests {
                 "containers": [{"name": "c", "resources": {"requests": {"cpu": "2"}}}]}
         }))
         .unwrap();
-        let err = schedule_one(
-            &f,
-            &p,
-            &mut c,
-            Nominated::default(),
-            &TieRotation::default(),
-        )
-        .unwrap_err();
+        let err = attempt(&f, &p, &mut c).unwrap_err();
         assert_eq!(
             err.message(),
             "0/3 nodes are available: 1 Insufficient cpu, 2 node(s) didn't satisfy plugin(s) [NodeAffinity]."
         );
         p.spec = Arc::new(crate::framework::pod::PodSpecInfo::default());
-        let placed = schedule_one(
-            &f,
-            &p,
-            &mut c,
-            Nominated::default(),
-            &TieRotation::default(),
-        );
+        let placed = attempt(&f, &p, &mut c);
         assert!(placed.is_ok(), "without the affinity any node will do");
     }
 }
