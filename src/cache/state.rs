@@ -67,6 +67,10 @@ pub struct ClusterState {
     pods_by_node: HashMap<String, HashSet<String>>,
     usage: HashMap<String, NodeUsage>,
     zones: ZoneIndex,
+    /// Pods with any pod (anti-)affinity term (kube-scheduler's `PodsWithAffinity`).
+    with_affinity: HashSet<String>,
+    /// Pods with a required anti-affinity term (`PodsWithRequiredAntiAffinity`).
+    with_required_anti: HashSet<String>,
     budgets: Objects<DisruptionBudget>,
     claims: Objects<ClaimInfo>,
     volumes: Objects<VolumeInfo>,
@@ -128,6 +132,19 @@ impl ClusterState {
     /// Every assigned pod.
     pub fn pods(&self) -> impl Iterator<Item = &PodInfo> {
         self.pods.values()
+    }
+
+    /// The assigned pods with any pod affinity or anti-affinity term, so
+    /// that InterPodAffinity does not walk every pod for a pod without terms.
+    pub fn pods_with_affinity(&self) -> impl Iterator<Item = &PodInfo> {
+        self.with_affinity.iter().filter_map(|k| self.pods.get(k))
+    }
+
+    /// The assigned pods with a required pod anti-affinity term.
+    pub fn pods_with_required_anti_affinity(&self) -> impl Iterator<Item = &PodInfo> {
+        self.with_required_anti
+            .iter()
+            .filter_map(|k| self.pods.get(k))
     }
 
     /// The objects of one keyed kind (budgets, claims, volumes, storage
@@ -212,6 +229,13 @@ impl ClusterState {
             .entry(node_name)
             .or_default()
             .insert(key.clone());
+        let (any, required_anti) = affinity_kinds(&pod);
+        if any {
+            self.with_affinity.insert(key.clone());
+        }
+        if required_anti {
+            self.with_required_anti.insert(key.clone());
+        }
         self.pods.insert(key, pod);
     }
 
@@ -224,6 +248,8 @@ impl ClusterState {
         let Some(old) = self.pods.remove(key) else {
             return;
         };
+        self.with_affinity.remove(key);
+        self.with_required_anti.remove(key);
         let Some(node_name) = old.node_name.as_deref() else {
             return;
         };
@@ -253,6 +279,8 @@ impl ClusterState {
     /// Replaces every pod (after a full relist).
     pub fn replace_pods(&mut self, pods: Vec<PodInfo>) {
         self.pods.clear();
+        self.with_affinity.clear();
+        self.with_required_anti.clear();
         self.pods_by_node.clear();
         self.usage.clear();
         self.zones.clear_counts();
@@ -269,6 +297,41 @@ impl ClusterState {
             }
         }
     }
+}
+
+/// Whether `pod` has any pod (anti-)affinity term, and a required anti-affinity term.
+fn affinity_kinds(pod: &PodInfo) -> (bool, bool) {
+    let Some(a) = pod.spec.affinity.as_ref() else {
+        return (false, false);
+    };
+    let required_anti = a
+        .pod_anti_affinity
+        .as_ref()
+        .and_then(|p| {
+            p.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
+        .is_some_and(|t| !t.is_empty());
+    let any_terms = |aff: Option<(bool, bool)>| aff.is_some_and(|(r, p)| r || p);
+    let affinity = any_terms(a.pod_affinity.as_ref().map(|p| {
+        (
+            p.required_during_scheduling_ignored_during_execution
+                .as_ref()
+                .is_some_and(|t| !t.is_empty()),
+            p.preferred_during_scheduling_ignored_during_execution
+                .as_ref()
+                .is_some_and(|t| !t.is_empty()),
+        )
+    }));
+    let anti = any_terms(a.pod_anti_affinity.as_ref().map(|p| {
+        (
+            required_anti,
+            p.preferred_during_scheduling_ignored_during_execution
+                .as_ref()
+                .is_some_and(|t| !t.is_empty()),
+        )
+    }));
+    (affinity || anti, required_anti)
 }
 
 /// A kind kept in one of the cluster state's [`Objects`] stores.
@@ -311,6 +374,44 @@ fn pod_key(namespace: &str, name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn affinity_indexes_follow_the_pods() {
+        let with = |name: &str, affinity: serde_json::Value| -> PodInfo {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": name, "namespace": "ns"},
+                "spec": {"nodeName": "n1", "affinity": affinity}
+            }))
+            .unwrap()
+        };
+        let term = serde_json::json!([{"topologyKey": "k", "labelSelector": {}}]);
+        let mut c = ClusterState::default();
+        c.apply_pod(with("plain", serde_json::json!({})));
+        c.apply_pod(with(
+            "anti",
+            serde_json::json!({"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": term}}),
+        ));
+        c.apply_pod(with(
+            "prefers",
+            serde_json::json!({"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution":
+                [{"weight": 1, "podAffinityTerm": term[0]}]}}),
+        ));
+        let names = |it: Vec<&PodInfo>| {
+            let mut v: Vec<String> = it.into_iter().map(|p| p.name.clone()).collect();
+            v.sort();
+            v
+        };
+        assert_eq!(names(c.pods_with_affinity().collect()), ["anti", "prefers"]);
+        assert_eq!(
+            names(c.pods_with_required_anti_affinity().collect()),
+            ["anti"]
+        );
+        c.delete_pod("ns", "anti");
+        assert_eq!(names(c.pods_with_affinity().collect()), ["prefers"]);
+        assert!(c.pods_with_required_anti_affinity().next().is_none());
+        c.replace_pods(vec![with("plain", serde_json::json!({}))]);
+        assert!(c.pods_with_affinity().next().is_none());
+    }
     use crate::cache::zone_index::CountSelector;
 
     fn dim() -> CountDimension {

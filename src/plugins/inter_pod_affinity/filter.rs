@@ -70,7 +70,16 @@ impl PreFilterPlugin for InterPodAffinity {
                     .iter()
                     .all(|t| term_matches(t, ns, pod, namespaces) == TermMatch::Yes),
         };
-        for existing in cluster.pods() {
+        // Without terms of its own, only existing pods' required
+        // anti-affinity can reject the pod (kube-scheduler walks
+        // `PodsWithRequiredAntiAffinity` then, not every pod).
+        let existing_pods: Box<dyn Iterator<Item = &PodInfo>> =
+            if affinity.is_empty() && anti.is_empty() {
+                Box::new(cluster.pods_with_required_anti_affinity())
+            } else {
+                Box::new(cluster.pods())
+            };
+        for existing in existing_pods {
             let Some(node) = existing.node_name.as_deref().and_then(|n| cluster.node(n)) else {
                 continue;
             };

@@ -58,7 +58,14 @@ impl PreScorePlugin for InterPodAffinity {
         }
         let ns = pod.namespace.as_str();
         let mut scores = TopologyCounts::default();
-        for existing in cluster.pods() {
+        // Without preferences of its own, only existing pods' terms can score
+        // the pod (kube-scheduler walks `PodsWithAffinity` then).
+        let existing_pods: Box<dyn Iterator<Item = &PodInfo>> = if has_constraints {
+            Box::new(cluster.pods())
+        } else {
+            Box::new(cluster.pods_with_affinity())
+        };
+        for existing in existing_pods {
             let Some(node) = existing.node_name.as_deref().and_then(|n| cluster.node(n)) else {
                 continue;
             };
