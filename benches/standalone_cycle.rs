@@ -16,7 +16,7 @@
 use std::time::Instant;
 
 use placer::cache::ClusterState;
-use placer::framework::{NodeInfo, PodInfo, Resources};
+use placer::framework::{NodeInfo, Nominating, PodInfo, Resources};
 use placer::modes::standalone::cycle::{Nominated, TieRotation, schedule_one};
 use placer::policy::{CompiledPolicy, load};
 
@@ -80,12 +80,23 @@ fn main() {
             ("fits", pod("incoming", 0, "100m")),
             ("preempts", pod("incoming", 1000, "4")),
         ] {
+            // The case does what it says: a placement, or a nomination with victims.
+            let outcome = schedule_one(&framework, &p, &mut c, Nominated::default(), &rotation);
+            let as_expected = match (case, &outcome) {
+                ("fits", Ok(_)) => true,
+                ("preempts", Err(f)) => matches!(f.nominating(), Nominating::Nominate(_)),
+                _ => false,
+            };
+            if !as_expected {
+                eprintln!("{case} at {nodes} nodes: unexpected outcome {outcome:?}");
+                std::process::exit(1);
+            }
             let mut times: Vec<f64> = (0..iters)
                 .map(|_| {
                     let start = Instant::now();
                     let out = schedule_one(&framework, &p, &mut c, Nominated::default(), &rotation);
                     let elapsed = start.elapsed().as_secs_f64();
-                    std::hint::black_box(out);
+                    let _ = std::hint::black_box(out);
                     elapsed
                 })
                 .collect();
