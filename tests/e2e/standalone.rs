@@ -18,8 +18,9 @@ use serde_json::{Value, json};
 use crate::harness::logs::{field, lines_with};
 use anyhow::Context as _;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::Api;
-use kube::api::PostParams;
+use kube::api::{Patch, PatchParams, PostParams};
 
 use crate::harness::{
     HW_REASON, NO_VICTIMS, NOT_HELPFUL, Placer, PodBuilder, REPORTING_CONTROLLER,
@@ -712,6 +713,64 @@ async fn default_preemption_evicts_the_cheapest_victim() -> anyhow::Result<()> {
         .await?;
     assert_unschedulable(&env, "peer", &[(2, INSUFFICIENT_CPU)], &[(2, NO_VICTIMS)]).await?;
     assert!(env.pods().get_opt("mid-0").await?.is_some());
+    Ok(())
+}
+
+/// DefaultPreemption honours PodDisruptionBudgets: both 2-CPU nodes hold one priority-10 pod,
+/// equal in every other respect, and the one on `n1` (which wins ties, being first by name) is
+/// protected by a budget that allows no disruption. The preemptor evicts the unprotected pod on
+/// `n2` instead. No disruption controller runs here, so the test writes the budget's status
+/// (`disruptionsAllowed: 0`) itself.
+#[tokio::test]
+async fn default_preemption_spares_pods_a_budget_protects() -> anyhow::Result<()> {
+    let env = TestEnv::new("sa-preempt-pdb").await?;
+    let nodes = env
+        .create_nodes([env.node("n1").cpu("2"), env.node("n2").cpu("2")])
+        .await?;
+    let low = env.create_priority_class("low", 10).await?;
+    let high = env.create_priority_class("high", 1000).await?;
+    env.create_bound_pods("guarded", &nodes[0], 1, |p| {
+        p.priority_class(&low)
+            .request("cpu", "2")
+            .label("app", "guarded")
+    })
+    .await?;
+    env.create_bound_pods("free", &nodes[1], 1, |p| {
+        p.priority_class(&low)
+            .request("cpu", "2")
+            .label("app", "free")
+    })
+    .await?;
+    let budgets: Api<PodDisruptionBudget> = Api::namespaced(env.client().clone(), env.namespace());
+    let pdb: PodDisruptionBudget = serde_json::from_value(json!({
+        "metadata": { "name": "guarded" },
+        "spec": { "minAvailable": 1, "selector": { "matchLabels": { "app": "guarded" } } },
+    }))?;
+    budgets.create(&PostParams::default(), &pdb).await?;
+    let status = json!({ "status": {
+        "disruptionsAllowed": 0, "currentHealthy": 1, "desiredHealthy": 1, "expectedPods": 1,
+    } });
+    budgets
+        .patch_status("guarded", &PatchParams::default(), &Patch::Merge(&status))
+        .await?;
+    let placer = env.start_standalone("placer", &[]).await?;
+
+    env.create_pod(
+        &env.pod("preemptor")
+            .priority_class(&high)
+            .request("cpu", "2"),
+    )
+    .await?;
+    let (nominated, node) = nomination_then_node(&env, "preemptor").await?;
+    assert_eq!(nominated.as_deref(), Some(nodes[1].as_str()));
+    assert_eq!(node, nodes[1]);
+    assert_scheduled_event(&env, &placer, "preemptor", &nodes[1]).await?;
+    env.wait_pod_event("free-0", "Preempted").await?;
+    assert!(env.pods().get_opt("free-0").await?.is_none());
+    assert!(
+        env.pods().get_opt("guarded-0").await?.is_some(),
+        "the budget-protected pod was spared"
+    );
     Ok(())
 }
 
