@@ -86,9 +86,9 @@ pub struct PreemptionInfo {
     pub nominated_node: Option<String>,
     /// `status.startTime` in seconds since the epoch; `None` until a kubelet starts the pod.
     pub start_time: Option<i64>,
-    /// Being deleted after a scheduler preempted it: a deletion timestamp and
-    /// a `DisruptionTarget` condition with reason `PreemptionByScheduler`.
-    pub terminating_by_preemption: bool,
+    /// Carries a `DisruptionTarget` condition with reason
+    /// `PreemptionByScheduler`: a scheduler chose it as a victim.
+    pub preempted: bool,
 }
 
 impl PartialEq for PreemptionInfo {
@@ -252,6 +252,12 @@ impl PodInfo {
     pub fn is_terminal(&self) -> bool {
         matches!(self.phase.as_deref(), Some("Succeeded" | "Failed"))
     }
+
+    /// Being deleted after a scheduler preempted it (kube-scheduler's
+    /// `PodTerminatingByPreemption`).
+    pub fn terminating_by_preemption(&self) -> bool {
+        self.deleting && self.preemption.preempted
+    }
 }
 
 impl From<&Pod> for PodInfo {
@@ -308,7 +314,7 @@ fn preemption_from_api(pod: &Pod) -> PreemptionInfo {
         start_time: status
             .and_then(|s| s.start_time.as_ref())
             .map(|t| t.0.as_second()),
-        terminating_by_preemption: pod.metadata.deletion_timestamp.is_some() && preempted,
+        preempted,
     }
 }
 
@@ -410,8 +416,8 @@ impl<'de> Deserialize<'de> for PodInfo {
                     .start_time
                     .and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok())
                     .map(|t| t.as_second()),
-                // A pod sent to the extender is pending, never one being deleted.
-                terminating_by_preemption: false,
+                // A pending pod sent to the extender is no preemption victim.
+                preempted: false,
             },
         })
     }
@@ -677,8 +683,8 @@ mod tests {
             assert_eq!(p.preemption.nominated_node.as_deref(), Some("node-1"));
             assert_eq!(p.preemption.start_time, Some(1_767_225_610));
         }
-        assert!(api.preemption.terminating_by_preemption);
-        assert!(!wire.preemption.terminating_by_preemption);
+        assert!(api.terminating_by_preemption());
+        assert!(!wire.terminating_by_preemption());
         assert!(api.deleting && wire.deleting);
         let owner = ControllerRef {
             api_version: "apps/v1".into(),

@@ -48,7 +48,9 @@ impl Evictor {
     /// Marks and deletes one victim; `false` when it was already gone or
     /// already being deleted.
     async fn evict_one(&self, scheduler: &str, victim: &PodInfo) -> Result<bool, String> {
-        if victim.preemption.terminating_by_preemption {
+        // Graceful deletion has started: another delete would change nothing
+        // (kube-scheduler skips victims with a deletion timestamp too).
+        if victim.deleting {
             return Ok(false);
         }
         let api: Api<Pod> = Api::namespaced(self.client.clone(), &victim.namespace);

@@ -243,7 +243,7 @@ fn eligible(
     }
     let waiting = cluster
         .pods_on(nominated)
-        .any(|p| p.priority < pod.priority && p.preemption.terminating_by_preemption);
+        .any(|p| p.priority < pod.priority && p.terminating_by_preemption());
     if waiting {
         return Err("not eligible due to a terminating pod on the nominated node.");
     }

@@ -151,7 +151,8 @@ fn preemption_policy_never_and_terminating_victims_keep_the_pod_waiting() {
     assert_eq!(r.nominating, Nominating::Unchanged);
 
     let mut going = on("n1", pod("low", 1, "2"));
-    going.preemption.terminating_by_preemption = true;
+    going.deleting = true;
+    going.preemption.preempted = true;
     let mut c = cluster(&[("n1", "2")], vec![going]);
     let mut waiting = pod("p", 10, "1");
     waiting.preemption.nominated_node = Some("n1".into());
