@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-pub use objects::{Keyed, Objects, object_key};
+pub use objects::{Keyed, Objects, namespace_and_name, object_key};
 pub use state::{ClusterState, NodeUsage, Stored};
 pub use zone_index::{CountDimension, CountKey, CountSelector, ZoneIndex};
 

@@ -22,6 +22,15 @@ pub fn object_key(meta: &ObjectMeta) -> String {
     }
 }
 
+/// `(namespace, name)` of an API object, each "" when absent: the fields
+/// every namespaced view keeps.
+pub fn namespace_and_name(meta: &ObjectMeta) -> (String, String) {
+    (
+        meta.namespace.clone().unwrap_or_default(),
+        meta.name.clone().unwrap_or_default(),
+    )
+}
+
 /// The objects of one kind by key.
 #[derive(Debug)]
 pub struct Objects<T> {

@@ -82,71 +82,40 @@ pub async fn watch_pods(client: Client, cache: Arc<Cache>) {
     feed(Api::all(client), config, cache, sink).await;
 }
 
-/// Watches PodDisruptionBudgets forever (standalone mode: preemption
-/// prefers victims whose eviction no budget forbids). Budgets only rank
-/// preemption candidates, so their changes wake no waiting pod.
-pub async fn watch_budgets(client: Client, cache: Arc<Cache>) {
-    watch_keyed::<PodDisruptionBudget, DisruptionBudget>(
-        client,
-        cache,
-        "poddisruptionbudget",
-        false,
-    )
-    .await;
-}
-
-/// Watches PersistentVolumeClaims, PersistentVolumes and StorageClasses
-/// forever (standalone mode: VolumeBinding). A claim getting bound may let a
-/// waiting pod fit, so every change is a cluster event.
-pub async fn watch_storage(client: Client, cache: Arc<Cache>) {
+/// Watches forever every kind only standalone mode reads, each into its
+/// [`Objects`] store. The last argument says whether a change may let a
+/// waiting pod fit (a cluster event):
+///
+/// - PodDisruptionBudgets (preemption prefers victims no budget protects):
+///   they only rank candidates, no;
+/// - PersistentVolumeClaims, PersistentVolumes, StorageClasses
+///   (VolumeBinding): a claim getting bound, yes;
+/// - Namespaces (`namespaceSelector` in pod affinity terms): a label change, yes;
+/// - Services, ReplicationControllers, ReplicaSets, StatefulSets (selectors
+///   of PodTopologySpread's default constraints): soft spreading only, no.
+pub async fn watch_scheduling_objects(client: Client, cache: Arc<Cache>) {
+    let (c, k) = (&client, &cache);
     tokio::join!(
-        watch_keyed::<PersistentVolumeClaim, ClaimInfo>(
-            client.clone(),
-            cache.clone(),
-            "persistentvolumeclaim",
-            true
-        ),
-        watch_keyed::<PersistentVolume, VolumeInfo>(
-            client.clone(),
-            cache.clone(),
-            "persistentvolume",
-            true
-        ),
-        watch_keyed::<StorageClass, StorageClassInfo>(client, cache, "storageclass", true),
-    );
-}
-
-/// Watches Namespaces forever (standalone mode: `namespaceSelector` in pod
-/// affinity terms). A label change may let a waiting pod fit.
-pub async fn watch_namespaces(client: Client, cache: Arc<Cache>) {
-    watch_keyed::<Namespace, NamespaceInfo>(client, cache, "namespace", true).await;
-}
-
-/// Watches Services, ReplicationControllers, ReplicaSets and StatefulSets
-/// forever (standalone mode: the selectors of PodTopologySpread's default
-/// constraints). They only shape soft spreading, so they wake no waiting pod.
-pub async fn watch_workloads(client: Client, cache: Arc<Cache>) {
-    tokio::join!(
-        watch_keyed::<Service, ServiceSelector>(client.clone(), cache.clone(), "service", false),
+        watch_keyed::<PodDisruptionBudget, DisruptionBudget>(c, k, "poddisruptionbudget", false),
+        watch_keyed::<PersistentVolumeClaim, ClaimInfo>(c, k, "persistentvolumeclaim", true),
+        watch_keyed::<PersistentVolume, VolumeInfo>(c, k, "persistentvolume", true),
+        watch_keyed::<StorageClass, StorageClassInfo>(c, k, "storageclass", true),
+        watch_keyed::<Namespace, NamespaceInfo>(c, k, "namespace", true),
+        watch_keyed::<Service, ServiceSelector>(c, k, "service", false),
         watch_keyed::<ReplicationController, ReplicationControllerSelector>(
-            client.clone(),
-            cache.clone(),
+            c,
+            k,
             "replicationcontroller",
             false
         ),
-        watch_keyed::<ReplicaSet, ReplicaSetSelector>(
-            client.clone(),
-            cache.clone(),
-            "replicaset",
-            false
-        ),
-        watch_keyed::<StatefulSet, StatefulSetSelector>(client, cache, "statefulset", false),
+        watch_keyed::<ReplicaSet, ReplicaSetSelector>(c, k, "replicaset", false),
+        watch_keyed::<StatefulSet, StatefulSetSelector>(c, k, "statefulset", false),
     );
 }
 
 /// Watches one kind kept in an [`Objects`] store of the cluster state. Its
 /// sync does not gate readiness: plugins treat a missing object as missing.
-async fn watch_keyed<K, R>(client: Client, cache: Arc<Cache>, kind: &'static str, is_event: bool)
+async fn watch_keyed<K, R>(client: &Client, cache: &Arc<Cache>, kind: &'static str, is_event: bool)
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
     K::DynamicType: Default,
@@ -161,7 +130,13 @@ where
         synced: |_| {},
         apply_is_event: is_event,
     };
-    feed(Api::all(client), watcher::Config::default(), cache, sink).await;
+    feed(
+        Api::all(client.clone()),
+        watcher::Config::default(),
+        cache.clone(),
+        sink,
+    )
+    .await;
 }
 
 /// Applies one watch stream to the cache until the stream ends (it does not).

@@ -49,10 +49,10 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             tokio::spawn(watch::watch_nodes(client.clone(), cache.clone()));
             tokio::spawn(watch::watch_pods(client.clone(), cache.clone()));
             if args.mode.schedules() {
-                tokio::spawn(watch::watch_budgets(client.clone(), cache.clone()));
-                tokio::spawn(watch::watch_storage(client.clone(), cache.clone()));
-                tokio::spawn(watch::watch_namespaces(client.clone(), cache.clone()));
-                tokio::spawn(watch::watch_workloads(client.clone(), cache.clone()));
+                tokio::spawn(watch::watch_scheduling_objects(
+                    client.clone(),
+                    cache.clone(),
+                ));
             }
             (cache, Some(Arc::new(Binder::new(client))))
         }

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
-use crate::cache::Keyed;
+use crate::cache::{Keyed, namespace_and_name};
 
 /// A PodDisruptionBudget reduced to what victim selection needs.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -31,9 +31,10 @@ impl Keyed for DisruptionBudget {
 impl From<&PodDisruptionBudget> for DisruptionBudget {
     fn from(pdb: &PodDisruptionBudget) -> Self {
         let status = pdb.status.as_ref();
+        let (namespace, name) = namespace_and_name(&pdb.metadata);
         DisruptionBudget {
-            namespace: pdb.metadata.namespace.clone().unwrap_or_default(),
-            name: pdb.metadata.name.clone().unwrap_or_default(),
+            namespace,
+            name,
             selector: pdb.spec.as_ref().and_then(|s| s.selector.clone()),
             disruptions_allowed: status.map_or(0, |s| s.disruptions_allowed),
             disrupted_pods: status

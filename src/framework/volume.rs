@@ -4,7 +4,7 @@
 use k8s_openapi::api::core::v1::{NodeSelector, PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::StorageClass;
 
-use crate::cache::{Keyed, object_key};
+use crate::cache::{Keyed, namespace_and_name, object_key};
 
 /// Annotation the PV controller sets once a claim's binding is complete.
 const BIND_COMPLETED: &str = "pv.kubernetes.io/bind-completed";
@@ -47,9 +47,10 @@ impl From<&PersistentVolumeClaim> for ClaimInfo {
             .and_then(|s| s.volume_name.clone())
             .filter(|v| !v.is_empty());
         let annotations = meta.annotations.as_ref();
+        let (namespace, name) = namespace_and_name(meta);
         ClaimInfo {
-            namespace: meta.namespace.clone().unwrap_or_default(),
-            name: meta.name.clone().unwrap_or_default(),
+            namespace,
+            name,
             fully_bound: volume_name.is_some()
                 && annotations.is_some_and(|a| a.contains_key(BIND_COMPLETED)),
             volume_name,

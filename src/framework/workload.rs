@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{ReplicationController, Service};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
-use crate::cache::Keyed;
+use crate::cache::{Keyed, namespace_and_name};
 
 /// A Service's pod selector.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -44,13 +44,6 @@ pub type ReplicaSetSelector = Controller<1>;
 /// StatefulSets.
 pub type StatefulSetSelector = Controller<2>;
 
-fn names(meta: &ObjectMeta) -> (String, String) {
-    (
-        meta.namespace.clone().unwrap_or_default(),
-        meta.name.clone().unwrap_or_default(),
-    )
-}
-
 impl Keyed for ServiceSelector {
     fn key(&self) -> String {
         format!("{}/{}", self.namespace, self.name)
@@ -65,7 +58,7 @@ impl<const KIND: u8> Keyed for Controller<KIND> {
 
 impl From<&Service> for ServiceSelector {
     fn from(s: &Service) -> Self {
-        let (namespace, name) = names(&s.metadata);
+        let (namespace, name) = namespace_and_name(&s.metadata);
         ServiceSelector {
             namespace,
             name,
@@ -76,7 +69,7 @@ impl From<&Service> for ServiceSelector {
 
 impl From<&ReplicationController> for ReplicationControllerSelector {
     fn from(rc: &ReplicationController) -> Self {
-        let (namespace, name) = names(&rc.metadata);
+        let (namespace, name) = namespace_and_name(&rc.metadata);
         Controller(ControllerSelector {
             namespace,
             name,
@@ -94,7 +87,7 @@ impl From<&ReplicationController> for ReplicationControllerSelector {
 
 impl From<&ReplicaSet> for ReplicaSetSelector {
     fn from(rs: &ReplicaSet) -> Self {
-        let (namespace, name) = names(&rs.metadata);
+        let (namespace, name) = namespace_and_name(&rs.metadata);
         Controller(ControllerSelector {
             namespace,
             name,
@@ -105,7 +98,7 @@ impl From<&ReplicaSet> for ReplicaSetSelector {
 
 impl From<&StatefulSet> for StatefulSetSelector {
     fn from(ss: &StatefulSet) -> Self {
-        let (namespace, name) = names(&ss.metadata);
+        let (namespace, name) = namespace_and_name(&ss.metadata);
         Controller(ControllerSelector {
             namespace,
             name,
