@@ -140,9 +140,9 @@ impl Standalone {
             return;
         };
         let nominator = self.queue.nominator();
-        let own = nominator
-            .node_of(&pod)
-            .or_else(|| pod.preemption.nominated_node.clone());
+        // The queue feeds the nominator from `status.nominatedNodeName`, so it
+        // is the one place to ask (the status may be stale after a clear).
+        let own = nominator.node_of(&pod);
         let others = nominator.ahead_of(&pod);
         let nominated = Nominated {
             others: &others,
@@ -193,7 +193,8 @@ impl Standalone {
                 let profile = framework.profile().to_string();
                 // Evicting and reporting are API calls; the next pod need not wait for them.
                 tokio::spawn(async move {
-                    this.after_failure(&pod, info, failure, own.is_some(), &profile)
+                    let was_nominated = own.is_some() || pod.preemption.nominated_node.is_some();
+                    this.after_failure(&pod, info, failure, was_nominated, &profile)
                         .await;
                     drop(task);
                 });
