@@ -15,7 +15,7 @@ use serde_json::json;
 
 use crate::harness::{
     ExtenderRig, HW_ANNOTATION, HW_LABEL, HW_REASON, NodeShape, Policy, ScorePlugins, TestEnv,
-    ZonePods, capability_policy, per_node_shape, zone_spread_policy,
+    ZONE_LAYOUT, capability_policy, per_node_shape, zone_spread_policy,
 };
 
 per_node_shape! {
@@ -40,26 +40,6 @@ async fn rig(
 ) -> anyhow::Result<ExtenderRig> {
     ExtenderRig::start(env, policy, score, |e| e.node_shape(shape)).await
 }
-
-/// Pod priority-0 counts per zone: a = 3, b = 1, c = 2; zone b also runs five pods of priority
-/// 1000, which `SamePriority` must ignore (counting them would make b the fullest zone).
-const ZONE_LAYOUT: [ZonePods; 3] = [
-    ZonePods {
-        zone: "a",
-        same_priority: 3,
-        other_priority: 0,
-    },
-    ZonePods {
-        zone: "b",
-        same_priority: 1,
-        other_priority: 5,
-    },
-    ZonePods {
-        zone: "c",
-        same_priority: 2,
-        other_priority: 0,
-    },
-];
 
 /// Runs [`ZONE_LAYOUT`] with `ZoneSpread` (`reverse` as given) as the only score, schedules one
 /// priority-0 pod and returns the zone it landed in.

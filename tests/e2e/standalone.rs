@@ -13,18 +13,17 @@ use std::ops::ControlFlow;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
-
-use crate::harness::logs::{field, lines_with};
 use anyhow::Context as _;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
 
+use crate::harness::logs::{field, lines_with};
 use crate::harness::{
     HW_REASON, NO_VICTIMS, NOT_HELPFUL, Placer, PodBuilder, REPORTING_CONTROLLER,
-    SCHEDULING_TIMEOUT, TestEnv, ZONE_LABEL, ZonePods, check_fit_error,
+    SCHEDULING_TIMEOUT, TestEnv, ZONE_LABEL, ZONE_LAYOUT, check_fit_error,
     shipped_leader_election_rules, shipped_standalone_rules,
 };
 
@@ -141,27 +140,8 @@ fn container_with_ports(ports: Value) -> Value {
 // The business scenarios, with every safety plugin of the shipped profile active.
 // ---------------------------------------------------------------------------------------------
 
-/// Priority-0 pods per zone: a = 3, b = 1, c = 2; zone b also runs five pods of priority 1000,
-/// which `countPods: SamePriority` ignores (counted, they would make b the fullest zone; they
-/// also make b's node the most loaded one for NodeResourcesFit, which ZoneSpread's weight 2
-/// outweighs).
-const ZONE_LAYOUT: [ZonePods; 3] = [
-    ZonePods {
-        zone: "a",
-        same_priority: 3,
-        other_priority: 0,
-    },
-    ZonePods {
-        zone: "b",
-        same_priority: 1,
-        other_priority: 5,
-    },
-    ZonePods {
-        zone: "c",
-        same_priority: 2,
-        other_priority: 0,
-    },
-];
+// ZONE_LAYOUT's five priority-1000 pods also make zone b's node the most loaded one for
+// NodeResourcesFit, which ZoneSpread's weight 2 outweighs.
 
 /// ZoneSpread: a new priority-0 pod goes to zone b, the emptiest zone for its priority.
 #[tokio::test]

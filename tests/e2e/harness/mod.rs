@@ -47,7 +47,7 @@ pub use placer::Placer;
 pub use policy::Policy;
 pub(crate) use scenario::per_node_shape;
 pub use scenario::{
-    ExtenderRig, HW_ANNOTATION, HW_LABEL, HW_REASON, NodeShape, ZONE_LABEL, ZonePods,
+    ExtenderRig, HW_ANNOTATION, HW_LABEL, HW_REASON, NodeShape, ZONE_LABEL, ZONE_LAYOUT, ZonePods,
     capability_policy, zone_spread_policy,
 };
 pub use scheduler::{ExtenderConfig, Scheduler, SchedulerConfig, ScorePlugins};

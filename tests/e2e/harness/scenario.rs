@@ -132,6 +132,27 @@ pub struct ZonePods {
     pub other_priority: usize,
 }
 
+/// Priority-0 pods per zone: a = 3, b = 1, c = 2; zone b also runs five pods of priority 1000,
+/// which `countPods: SamePriority` must ignore (counting them would make b the fullest zone).
+/// A new priority-0 pod belongs in zone b.
+pub const ZONE_LAYOUT: [ZonePods; 3] = [
+    ZonePods {
+        zone: "a",
+        same_priority: 3,
+        other_priority: 0,
+    },
+    ZonePods {
+        zone: "b",
+        same_priority: 1,
+        other_priority: 5,
+    },
+    ZonePods {
+        zone: "c",
+        same_priority: 2,
+        other_priority: 0,
+    },
+];
+
 impl TestEnv {
     /// The zone label value for `zone` in this test.
     pub fn zone(&self, zone: &str) -> String {
