@@ -2,12 +2,32 @@
 //! only clients with a certificate from the client CA get in, and a rotated
 //! client CA file is picked up.
 
+use std::ffi::OsString;
 use std::fs;
+use std::path::{Path, PathBuf};
 
 use crate::support::{
     Ca, Client, FILTER_ANSWER, FILTER_NODES, RELOAD_TIMEOUT, Server, api_pod_args, copy_policy,
     eventually, policy_args, replace_file, sample, tls_args,
 };
+
+/// Writes a serving certificate from `server_ca` and the client CA bundle
+/// `client_ca_pem` into `dir`; returns placer's arguments (shipped policy,
+/// HTTPS, mTLS) and the client CA file.
+fn mtls_args(dir: &Path, server_ca: &Ca, client_ca_pem: &str) -> (Vec<OsString>, PathBuf) {
+    let id = server_ca.server();
+    let (cert, key, ca_file) = (
+        dir.join("tls.crt"),
+        dir.join("tls.key"),
+        dir.join("client-ca.crt"),
+    );
+    fs::write(&cert, &id.cert_pem).expect("write cert");
+    fs::write(&key, &id.key_pem).expect("write key");
+    fs::write(&ca_file, client_ca_pem).expect("write client CA");
+    let mut args = policy_args(&copy_policy(dir));
+    args.extend(tls_args(&cert, &key, Some(&ca_file)));
+    (args, ca_file)
+}
 
 #[test]
 fn only_clients_with_a_certificate_from_the_client_ca_are_served() {
@@ -17,21 +37,11 @@ fn only_clients_with_a_certificate_from_the_client_ca_are_served() {
         Ca::new("client-ca"),
         Ca::new("other-ca"),
     );
-    let id = server_ca.server();
-    let (cert, key, ca_file) = (
-        dir.path().join("tls.crt"),
-        dir.path().join("tls.key"),
-        dir.path().join("client-ca.crt"),
-    );
-    fs::write(&cert, &id.cert_pem).expect("write cert");
-    fs::write(&key, &id.key_pem).expect("write key");
-    fs::write(&ca_file, &client_ca.cert_pem).expect("write client CA");
+    let (args, _) = mtls_args(dir.path(), &server_ca, &client_ca.cert_pem);
     let scheduler = Client::tls(
         &[&server_ca.cert_pem],
         Some(&client_ca.client("kube-scheduler")),
     );
-    let mut args = policy_args(&copy_policy(dir.path()));
-    args.extend(tls_args(&cert, &key, Some(&ca_file)));
     let server = Server::start(dir.path(), &args, scheduler.clone());
     assert!(
         server.log_text().contains("mtls=true"),
@@ -75,19 +85,9 @@ fn a_rotated_client_ca_file_is_reloaded() {
         Ca::new("client-ca-old"),
         Ca::new("client-ca-new"),
     );
-    let id = server_ca.server();
-    let (cert, key, ca_file) = (
-        dir.path().join("tls.crt"),
-        dir.path().join("tls.key"),
-        dir.path().join("client-ca.crt"),
-    );
-    fs::write(&cert, &id.cert_pem).expect("write cert");
-    fs::write(&key, &id.key_pem).expect("write key");
-    fs::write(&ca_file, &old_ca.cert_pem).expect("write client CA");
+    let (args, ca_file) = mtls_args(dir.path(), &server_ca, &old_ca.cert_pem);
     let old_client = Client::tls(&[&server_ca.cert_pem], Some(&old_ca.client("old")));
     let new_client = Client::tls(&[&server_ca.cert_pem], Some(&new_ca.client("new")));
-    let mut args = policy_args(&copy_policy(dir.path()));
-    args.extend(tls_args(&cert, &key, Some(&ca_file)));
     let server = Server::start(dir.path(), &args, old_client.clone());
     assert!(new_client.get(server.addr, "/healthz").is_err());
 
