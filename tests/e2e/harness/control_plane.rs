@@ -142,7 +142,10 @@ impl ControlPlane {
         let (etcd_port, peer_port, api_port) = (free_port(), free_port(), free_port());
         let server = format!("https://127.0.0.1:{api_port}");
         let kubeconfig = dir.join("kubeconfig");
-        fs::write(&kubeconfig, kubeconfig_yaml(&server, &pki.ca_cert, &token))?;
+        fs::write(
+            &kubeconfig,
+            kubeconfig_yaml(&server, &pki.ca_cert, "admin", &token),
+        )?;
 
         let etcd = spawn_etcd(&binaries, &dir, etcd_port, peer_port)?;
         let etcd_time = wait_ready(&etcd, &[], ETCD_READY_TIMEOUT, || async {
@@ -222,7 +225,9 @@ async fn client_from(kubeconfig: &Path) -> anyhow::Result<kube::Client> {
     Ok(kube::Client::try_from(config)?)
 }
 
-fn kubeconfig_yaml(server: &str, ca: &Path, token: &str) -> String {
+/// A kubeconfig for the test API server at `server` (CA file `ca`) as `user`
+/// with bearer `token`.
+pub fn kubeconfig_yaml(server: &str, ca: &Path, user: &str, token: &str) -> String {
     format!(
         "apiVersion: v1
 kind: Config
@@ -232,12 +237,12 @@ clusters:
     server: {server}
     certificate-authority: {ca}
 users:
-- name: admin
+- name: {user}
   user:
     token: {token}
 contexts:
 - name: placer-e2e
-  context: {{cluster: placer-e2e, user: admin}}
+  context: {{cluster: placer-e2e, user: {user}}}
 current-context: placer-e2e
 ",
         ca = ca.display()

@@ -23,6 +23,7 @@ use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
+use super::control_plane::kubeconfig_yaml;
 use super::env::TestEnv;
 use super::fixtures::PodBuilder;
 use super::placer::Placer;
@@ -350,25 +351,11 @@ impl TestEnv {
                 .with_context(|| format!("request a token for service account {name}"))?;
         let token = token.status.context("token request without status")?.token;
         let path = self.dir().join(format!("{name}.kubeconfig"));
-        let kubeconfig = format!(
-            "apiVersion: v1
-kind: Config
-clusters:
-- name: placer-e2e
-  cluster:
-    server: {server}
-    certificate-authority: {ca}
-users:
-- name: {name}
-  user:
-    token: {token}
-contexts:
-- name: placer-e2e
-  context: {{cluster: placer-e2e, user: {name}}}
-current-context: placer-e2e
-",
-            server = self.cluster().server(),
-            ca = self.cluster().dir().join("pki/ca.crt").display(),
+        let kubeconfig = kubeconfig_yaml(
+            self.cluster().server(),
+            &self.cluster().dir().join("pki/ca.crt"),
+            name,
+            &token,
         );
         std::fs::write(&path, kubeconfig)?;
         Ok(path)
