@@ -15,14 +15,8 @@ use crate::support::{
 /// `client_ca_pem` into `dir`; returns placer's arguments (shipped policy,
 /// HTTPS, mTLS) and the client CA file.
 fn mtls_args(dir: &Path, server_ca: &Ca, client_ca_pem: &str) -> (Vec<OsString>, PathBuf) {
-    let id = server_ca.server();
-    let (cert, key, ca_file) = (
-        dir.join("tls.crt"),
-        dir.join("tls.key"),
-        dir.join("client-ca.crt"),
-    );
-    fs::write(&cert, &id.cert_pem).expect("write cert");
-    fs::write(&key, &id.key_pem).expect("write key");
+    let (cert, key) = server_ca.server().write_to(dir);
+    let ca_file = dir.join("client-ca.crt");
     fs::write(&ca_file, client_ca_pem).expect("write client CA");
     let mut args = policy_args(&copy_policy(dir));
     args.extend(tls_args(&cert, &key, Some(&ca_file)));

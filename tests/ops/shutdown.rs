@@ -2,7 +2,6 @@
 //! the request in flight, closes idle keep-alive connections (kube-scheduler
 //! keeps one open), exits 0 within a few seconds and logs "placer stopped".
 
-use std::fs;
 use std::path::Path;
 use std::time::Duration;
 
@@ -77,10 +76,7 @@ fn sigterm_stops_an_http_server_gracefully() {
 fn sigterm_stops_an_https_server_gracefully() {
     let dir = tempfile::tempdir().expect("temp dir");
     let ca = Ca::new("placer-test-ca");
-    let id = ca.server();
-    let (cert, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
-    fs::write(&cert, &id.cert_pem).expect("write cert");
-    fs::write(&key, &id.key_pem).expect("write key");
+    let (cert, key) = ca.server().write_to(dir.path());
     let mut args = policy(dir.path());
     args.extend(tls_args(&cert, &key, None));
     shuts_down_gracefully(Server::start(

@@ -132,6 +132,17 @@ pub struct Identity {
     pub key_pem: String,
 }
 
+impl Identity {
+    /// Writes the certificate and key as `tls.crt` and `tls.key` into `dir`;
+    /// returns their paths.
+    pub fn write_to(&self, dir: &Path) -> (PathBuf, PathBuf) {
+        let (cert, key) = (dir.join("tls.crt"), dir.join("tls.key"));
+        fs::write(&cert, &self.cert_pem).expect("write cert");
+        fs::write(&key, &self.key_pem).expect("write key");
+        (cert, key)
+    }
+}
+
 /// A test certificate authority.
 pub struct Ca {
     issuer: Issuer<'static, KeyPair>,

@@ -3,7 +3,6 @@
 //! Secret-volume `..data` symlink swap — without the listener going down;
 //! broken replacements are rejected and the old certificate stays.
 
-use std::fs;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Mutex;
@@ -28,10 +27,7 @@ fn start(dir: &Path, cert: &Path, key: &Path, probe: Client) -> Server {
 fn https_answers_the_verbs_and_plain_http_is_refused() {
     let dir = tempfile::tempdir().expect("temp dir");
     let ca = Ca::new("placer-test-ca");
-    let id = ca.server();
-    let (cert, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
-    fs::write(&cert, &id.cert_pem).expect("write cert");
-    fs::write(&key, &id.key_pem).expect("write key");
+    let (cert, key) = ca.server().write_to(dir.path());
     let server = start(dir.path(), &cert, &key, Client::tls(&[&ca.cert_pem], None));
 
     let reply = server.post("/filter", &api_pod_args(FILTER_NODES));
@@ -122,9 +118,7 @@ fn certificate_reload_by_rename_keeps_serving_and_rejects_broken_files() {
     let dir = tempfile::tempdir().expect("temp dir");
     let (ca1, ca2, ca3) = (Ca::new("ca-1"), Ca::new("ca-2"), Ca::new("ca-3"));
     let (id1, id2, id3) = (ca1.server(), ca2.server(), ca3.server());
-    let (cert, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
-    fs::write(&cert, &id1.cert_pem).expect("write cert");
-    fs::write(&key, &id1.key_pem).expect("write key");
+    let (cert, key) = id1.write_to(dir.path());
     let only1 = Client::tls(&[&ca1.cert_pem], None);
     let only2 = Client::tls(&[&ca2.cert_pem], None);
     let only3 = Client::tls(&[&ca3.cert_pem], None);
