@@ -162,9 +162,7 @@ pub fn explain(
         nodes: Vec::new(),
     };
     match framework.score(&mut state, pod, &feasible_nodes, cluster) {
-        Err(status) => {
-            explanation.error = Some(format!("{}: {}", status.plugin(), status.message()))
-        }
+        Err(status) => explanation.error = Some(status.attributed_message()),
         Ok(table) => {
             explanation.weight_sum = table.weight_sum;
             explanation.score_plugins = table
@@ -210,6 +208,9 @@ pub fn explain(
 
 impl Explanation {
     /// Renders the explanation as an aligned text table for terminals.
+    ///
+    /// Node names longer than [`MAX_CELL_CHARS`] are shortened (the table
+    /// says so); the JSON form always carries them whole.
     pub fn to_table(&self) -> String {
         let mut out = String::new();
         let _ = writeln!(out, "pod {}  profile {}", self.pod, self.profile);
@@ -240,25 +241,21 @@ impl Explanation {
         header.extend(["TOTAL", "SCORE", "RANK"].map(String::from));
         let mut table = vec![header];
         let mut notes = Vec::new();
+        let mut shortened = false;
         for n in &self.nodes {
+            let node = shorten(&n.node);
+            shortened |= node.len() != n.node.len();
             let failed: Vec<&FilterRow> = n.filters.iter().filter(|f| !f.passed()).collect();
-            let filter = if failed.is_empty() {
-                "pass".to_string()
-            } else {
-                "FAIL".to_string()
-            };
+            let filter = if failed.is_empty() { "pass" } else { "FAIL" };
             for f in &failed {
-                notes.push(format!(
-                    "{}: {} {}: {}",
-                    n.node, f.plugin, f.status, f.reason
-                ));
+                notes.push(format!("{node}: {} {}: {}", f.plugin, f.status, f.reason));
             }
-            let mut row = vec![n.node.clone(), filter];
+            let mut row = vec![node.clone(), filter.to_string()];
             for p in &active {
                 row.push(match n.scores.iter().find(|s| s.plugin == p.name) {
                     Some(s) => {
                         if let Some(note) = &s.note {
-                            notes.push(format!("{}: {}: {}", n.node, s.plugin, note));
+                            notes.push(format!("{node}: {}: {}", s.plugin, note));
                         }
                         let raw = s.raw.map_or("-".to_string(), |r| r.to_string());
                         format!("{raw}/{}/{}", s.normalized, s.weighted)
@@ -278,20 +275,119 @@ impl Explanation {
             }
             table.push(row);
         }
-        let widths: Vec<usize> = (0..table[0].len())
-            .map(|c| table.iter().map(|r| r[c].len()).max().unwrap_or(0))
-            .collect();
-        for row in &table {
-            let line: Vec<String> = row
-                .iter()
-                .zip(&widths)
-                .map(|(cell, w)| format!("{cell:<w$}"))
-                .collect();
-            let _ = writeln!(out, "{}", line.join("  ").trim_end());
-        }
+        write_aligned(&mut out, &table);
         for note in notes {
             let _ = writeln!(out, "{note}");
         }
+        if shortened {
+            let _ = writeln!(
+                out,
+                "(node names over {MAX_CELL_CHARS} characters are shortened with \"...\"; the JSON form has them whole)"
+            );
+        }
         out
+    }
+}
+
+/// The longest node name the table prints whole. Kubernetes names are at most
+/// 253 characters, but a hand-written body may carry anything.
+pub const MAX_CELL_CHARS: usize = 64;
+
+/// `name`, or its first characters and "..." when it is over [`MAX_CELL_CHARS`].
+fn shorten(name: &str) -> String {
+    match name.char_indices().nth(MAX_CELL_CHARS) {
+        None => name.to_string(),
+        Some(_) => {
+            let keep: String = name.chars().take(MAX_CELL_CHARS - 3).collect();
+            keep + "..."
+        }
+    }
+}
+
+/// Writes `rows` as left-aligned columns two spaces apart. Pads by hand:
+/// `format!`'s width argument is limited to `u16` and panics beyond it.
+fn write_aligned(out: &mut String, rows: &[Vec<String>]) {
+    let columns = rows.first().map_or(0, Vec::len);
+    let widths: Vec<usize> = (0..columns)
+        .map(|c| {
+            rows.iter()
+                .map(|r| r.get(c).map_or(0, |cell| cell.chars().count()))
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    for row in rows {
+        let mut line = String::new();
+        for (cell, width) in row.iter().zip(&widths) {
+            if !line.is_empty() {
+                line.push_str("  ");
+            }
+            line.push_str(cell);
+            line.extend(std::iter::repeat_n(
+                ' ',
+                width.saturating_sub(cell.chars().count()),
+            ));
+        }
+        let _ = writeln!(out, "{}", line.trim_end());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node_row(name: &str) -> NodeExplanation {
+        NodeExplanation {
+            node: name.to_string(),
+            feasible: false,
+            filters: vec![FilterRow {
+                plugin: "CapabilityFilter",
+                status: Code::UnschedulableAndUnresolvable.as_str(),
+                reason: "node(s) lack hardware encryption".into(),
+            }],
+            scores: Vec::new(),
+            total: 0,
+            extender_score_exact: 0.0,
+            extender_score: 0,
+            rank: None,
+        }
+    }
+
+    fn explanation(names: &[&str]) -> Explanation {
+        Explanation {
+            pod: "default/web".into(),
+            profile: "extender".into(),
+            score_plugins: Vec::new(),
+            weight_sum: 0,
+            error: None,
+            nodes: names.iter().map(|n| node_row(n)).collect(),
+        }
+    }
+
+    #[test]
+    fn names_beyond_format_width_limits_are_shortened_not_a_panic() {
+        // 65,536 characters and more overflow format!'s u16 width argument.
+        let long = "n".repeat(70_000);
+        let table = explanation(&[&long, "node-a"]).to_table();
+        let shown = format!("{}...", "n".repeat(MAX_CELL_CHARS - 3));
+        assert!(table.contains(&format!("{shown}  FAIL")), "{table}");
+        assert!(!table.contains(&long), "the whole name is not printed");
+        assert!(table.contains("node names over 64 characters are shortened"));
+        assert!(table.contains(&format!(
+            "{shown}: CapabilityFilter UnschedulableAndUnresolvable"
+        )));
+    }
+
+    #[test]
+    fn columns_stay_aligned_by_characters() {
+        let table = explanation(&["ñode-ü", "node-long-name"]).to_table();
+        let rows: Vec<&str> = table.lines().filter(|l| l.contains("FAIL")).collect();
+        assert_eq!(rows.len(), 2, "{table}");
+        let column = |row: &str| row.chars().position(|c| c == 'F');
+        assert_eq!(column(rows[0]), column(rows[1]), "{table}");
+        assert!(
+            !table.contains("shortened"),
+            "short names are printed whole"
+        );
     }
 }

@@ -17,6 +17,7 @@ mod bind;
 mod errors;
 mod explain;
 mod filter;
+mod invalid_pod;
 mod ops;
 mod preempt;
 mod prioritize;
