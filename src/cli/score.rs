@@ -5,6 +5,7 @@ use anyhow::{Context, bail};
 use super::{OutputFormat, ScoreArgs};
 use crate::cache::{ClusterState, snapshot_file};
 use crate::framework::explain;
+use crate::plugins::pod_spec;
 use crate::policy::{self, CompiledPolicy};
 
 /// Explains how every node in the cluster file filters and scores for the pod.
@@ -19,6 +20,9 @@ pub fn score(args: &ScoreArgs) -> anyhow::Result<()> {
             v.len()
         )
     })?;
+    if let Err(e) = pod_spec::validate(&pod) {
+        bail!("{}: Pod {}: {e}", args.pod.display(), pod.key());
+    }
     let Some(framework) = policy.profile_for_extender(&pod.scheduler_name) else {
         bail!(
             "no profile for schedulerName {:?} and no extender.defaultProfile in {}",

@@ -135,6 +135,17 @@ impl Status {
     pub fn message(&self) -> String {
         self.reasons.join(", ")
     }
+
+    /// The message with the plugin that produced it in front (`Plugin: message`),
+    /// for errors shown outside a per-plugin row. Plugins never name themselves
+    /// in their messages, so the name appears exactly once.
+    pub fn attributed_message(&self) -> String {
+        if self.plugin.is_empty() {
+            self.message()
+        } else {
+            format!("{}: {}", self.plugin, self.message())
+        }
+    }
 }
 
 impl Default for Status {
@@ -161,6 +172,8 @@ mod tests {
         let s = Status::unresolvable("a").with_plugin("P").with_reason("b");
         assert_eq!(s.message(), "a, b");
         assert_eq!(s.plugin(), "P");
+        assert_eq!(s.attributed_message(), "P: a, b");
+        assert_eq!(Status::error("x").attributed_message(), "x");
         assert_eq!(s.code().as_str(), "UnschedulableAndUnresolvable");
     }
 }

@@ -115,7 +115,7 @@ impl PreFilterPlugin for CapabilityFilter {
 impl FilterPlugin for CapabilityFilter {
     fn filter(&self, state: &CycleState, _: &PodInfo, node: &NodeInfo, _: &ClusterState) -> Status {
         let Some(ActiveRules(active)) = state.read::<ActiveRules>() else {
-            return Status::error("CapabilityFilter: PreFilter state missing");
+            return Status::error("PreFilter state missing");
         };
         let mut missing = active
             .iter()

@@ -40,6 +40,15 @@ pub(crate) fn validate(selector: &LabelSelector) -> Result<(), String> {
     Ok(())
 }
 
+/// Like [`validate`], with the failing expression's field path under `path`.
+pub(crate) fn validate_at(selector: &LabelSelector, path: &str) -> Result<(), String> {
+    for (i, r) in selector.match_expressions.iter().flatten().enumerate() {
+        requirement(r, &BTreeMap::new())
+            .map_err(|e| format!("{path}.matchExpressions[{i}]: {e}"))?;
+    }
+    Ok(())
+}
+
 /// True when `selector` selects a pod or node carrying `labels`.
 pub(crate) fn matches(selector: Option<&LabelSelector>, labels: &BTreeMap<String, String>) -> bool {
     let Some(selector) = selector else {

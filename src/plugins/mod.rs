@@ -16,6 +16,7 @@ pub mod node_name;
 pub mod node_ports;
 pub mod node_resources_fit;
 pub mod node_unschedulable;
+pub mod pod_spec;
 pub mod pod_topology_spread;
 pub mod priority_sort;
 pub mod scheduling_gates;

@@ -176,6 +176,12 @@ impl TermMatcher {
     }
 }
 
+/// What the API server's validation would say of `term` (every requirement
+/// checked, errors under `path`); empty when it would accept it.
+pub(crate) fn term_errors(term: &NodeSelectorTerm, path: &str) -> Vec<String> {
+    TermMatcher::parse(term, path).err().unwrap_or_default()
+}
+
 fn is_empty_term(term: &NodeSelectorTerm) -> bool {
     term.match_expressions.as_ref().is_none_or(Vec::is_empty)
         && term.match_fields.as_ref().is_none_or(Vec::is_empty)
@@ -625,7 +631,7 @@ impl PreFilterPlugin for NodeAffinity {
 impl FilterPlugin for NodeAffinity {
     fn filter(&self, state: &CycleState, _: &PodInfo, node: &NodeInfo, _: &ClusterState) -> Status {
         let Some(PreFilterState(required)) = state.read() else {
-            return Status::error("NodeAffinity: PreFilter state missing");
+            return Status::error("PreFilter state missing");
         };
         if required.matches(node) {
             Status::success()
@@ -675,7 +681,7 @@ impl ScorePlugin for NodeAffinity {
         _: &ClusterState,
     ) -> Result<NodeScore, Status> {
         let Some(PreScoreState(terms)) = state.read() else {
-            return Err(Status::error("NodeAffinity: PreScore state missing"));
+            return Err(Status::error("PreScore state missing"));
         };
         Ok(NodeScore::value(terms.score(node)))
     }

@@ -113,7 +113,7 @@ impl FilterPlugin for NodePorts {
         cluster: &ClusterState,
     ) -> Status {
         let Some(WantedPorts(wanted)) = state.read::<WantedPorts>() else {
-            return Status::error("NodePorts: PreFilter state missing");
+            return Status::error("PreFilter state missing");
         };
         let Some(usage) = cluster.usage(&node.name) else {
             return Status::success();

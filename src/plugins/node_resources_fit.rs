@@ -577,7 +577,7 @@ impl FilterPlugin for NodeResourcesFit {
         cluster: &ClusterState,
     ) -> Status {
         let Some(want) = state.read::<FitRequest>() else {
-            return Status::error("NodeResourcesFit: PreFilter state missing");
+            return Status::error("PreFilter state missing");
         };
         let usage = cluster.usage(&node.name);
         let alloc = &node.allocatable;
@@ -661,7 +661,7 @@ impl ScorePlugin for NodeResourcesFit {
         cluster: &ClusterState,
     ) -> Result<NodeScore, Status> {
         let Some(ScoreRequests(requests)) = state.read::<ScoreRequests>() else {
-            return Err(Status::error("NodeResourcesFit: PreScore state missing"));
+            return Err(Status::error("PreScore state missing"));
         };
         Ok(NodeScore::value(self.score_node(
             requests,

@@ -97,7 +97,7 @@ impl ScorePlugin for TaintToleration {
         _: &ClusterState,
     ) -> Result<NodeScore, Status> {
         let Some(PreferNoScheduleTolerations(tolerations)) = state.read() else {
-            return Err(Status::error("TaintToleration: PreScore state missing"));
+            return Err(Status::error("PreScore state missing"));
         };
         let count = node
             .taints

@@ -170,7 +170,7 @@ impl ScorePlugin for ZoneSpread {
         _: &ClusterState,
     ) -> Result<NodeScore, Status> {
         let Some(ZoneCountsForPod(counts)) = state.read::<ZoneCountsForPod>() else {
-            return Err(Status::error("ZoneSpread: PreScore state missing"));
+            return Err(Status::error("PreScore state missing"));
         };
         Ok(match node.label(&self.dimension.zone_label) {
             None => NodeScore::none(self.no_zone.clone()),

@@ -190,7 +190,7 @@ async fn request_deadline_answers_503_json_for_a_stalled_body() {
     .expect("the server-side deadline fires well before 10 s");
     reply.assert_error(
         StatusCode::SERVICE_UNAVAILABLE,
-        "placer did not answer within 50ms (--request-timeout)",
+        "placer did not answer within 50ms (--request-timeout-ms)",
     );
     app.assert_still_serves().await;
 }

@@ -58,7 +58,14 @@ pub fn evaluate(state: &AppState, args: ExtenderArgs) -> Result<ExtenderFilterRe
     for r in req.nodes {
         let verdict = match r.node {
             None => Some((Code::Unschedulable, NODE_NOT_FOUND.to_string())),
-            Some(_) => verdicts.next().flatten().map(|s| (s.code(), s.message())),
+            Some(_) => verdicts.next().flatten().map(|s| {
+                let message = if s.code() == Code::Error {
+                    s.attributed_message()
+                } else {
+                    s.message()
+                };
+                (s.code(), message)
+            }),
         };
         match verdict {
             None => {

@@ -174,7 +174,7 @@ async fn deadline(State(state): State<AppState>, req: Request, next: Next) -> Re
         Ok(response) => response,
         Err(_) => ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
-            format!("placer did not answer within {limit:?} (--request-timeout)"),
+            format!("placer did not answer within {limit:?} (--request-timeout-ms)"),
         )
         .into_response(),
     }

@@ -37,7 +37,7 @@ pub fn evaluate(state: &AppState, args: ExtenderArgs) -> Result<HostPriorityList
     let known = req.known_nodes();
     let table = framework
         .score(&mut CycleState::new(), &req.pod, &known, &cluster)
-        .map_err(|s| ApiError::internal(format!("{}: {}", s.plugin(), s.message())))?;
+        .map_err(|s| ApiError::internal(s.attributed_message()))?;
     drop(cluster);
     let mut k = 0;
     Ok(req

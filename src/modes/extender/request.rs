@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use crate::cache::ClusterState;
 use crate::framework::{Framework, NodeInfo, PodInfo};
+use crate::plugins::pod_spec;
 use crate::policy::CompiledPolicy;
 use crate::protocol::{self, ExtenderArgs, Raw};
 
@@ -102,10 +103,13 @@ pub fn decode(args: ExtenderArgs, cluster: &ClusterState) -> Result<Request, Api
 }
 
 /// Decodes the `Pod` field; it is required by every verb that carries it.
+/// A pod the API server would refuse is a bad request (see [`pod_spec`]).
 pub fn decode_pod(raw: Option<Raw>) -> Result<PodInfo, ApiError> {
     let raw =
         raw.ok_or_else(|| ApiError::bad_request("Pod: missing (the pod to schedule is required)"))?;
-    protocol::from_raw(&raw, "Pod").map_err(ApiError::bad_json)
+    let pod: PodInfo = protocol::from_raw(&raw, "Pod").map_err(ApiError::bad_json)?;
+    pod_spec::validate(&pod).map_err(|e| ApiError::bad_request(format!("Pod.{e}")))?;
+    Ok(pod)
 }
 
 /// Answer while the initial node and pod lists are not in yet: every name

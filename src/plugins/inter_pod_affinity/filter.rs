@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::PodAffinityTerm;
 
 use super::{
     ERR_REASON_AFFINITY_RULES_NOT_MATCH, ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH,
-    ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH, InterPodAffinity, NAME, TermMatch, Terms,
+    ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH, InterPodAffinity, TermMatch, Terms,
     TopologyCounts, reject_namespace_selectors, term_matches,
 };
 use crate::cache::ClusterState;
@@ -109,7 +109,7 @@ impl PreFilterPlugin for InterPodAffinity {
                                 .entry(value.to_string())
                                 .or_insert_with(|| {
                                     format!(
-                                        "{NAME}: cannot tell whether the required anti-affinity of \
+                                        "cannot tell whether the required anti-affinity of \
                                          pod {} applies: its term has a non-empty namespaceSelector \
                                          and placer does not cache namespace labels",
                                         existing.key()
@@ -144,7 +144,7 @@ impl FilterPlugin for InterPodAffinity {
         _: &ClusterState,
     ) -> Status {
         let Some(s) = state.read::<PreFilterState>() else {
-            return Status::error("InterPodAffinity: PreFilter state missing");
+            return Status::error("PreFilter state missing");
         };
         let terms = Terms::of(pod);
         if !satisfies_pod_affinity(s, terms.required_affinity, node) {
@@ -343,7 +343,7 @@ mod tests {
         assert_eq!(s.code(), Code::Error);
         assert_eq!(
             s.message(),
-            "InterPodAffinity: podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0] \
+            "podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0] \
              of pod ns/incoming has a non-empty namespaceSelector; placer does not cache \
              namespace labels, so only an empty namespaceSelector (all namespaces) is supported"
         );
@@ -458,7 +458,7 @@ mod tests {
         );
         assert_eq!(
             out[2].message(),
-            "InterPodAffinity: cannot tell whether the required anti-affinity of pod ns/guard \
+            "cannot tell whether the required anti-affinity of pod ns/guard \
              applies: its term has a non-empty namespaceSelector and placer does not cache \
              namespace labels"
         );

@@ -218,7 +218,7 @@ fn reject_namespace_selectors<'t>(
             .is_some_and(|s| !label_selector::is_empty(s))
         {
             return Err(format!(
-                "{NAME}: {path}[{i}] of pod {} has a non-empty namespaceSelector; placer does \
+                "{path}[{i}] of pod {} has a non-empty namespaceSelector; placer does \
                  not cache namespace labels, so only an empty namespaceSelector (all \
                  namespaces) is supported",
                 pod.key()

@@ -123,7 +123,7 @@ impl ScorePlugin for InterPodAffinity {
         _: &ClusterState,
     ) -> Result<NodeScore, Status> {
         let Some(PreScoreState(scores)) = state.read::<PreScoreState>() else {
-            return Err(Status::error("InterPodAffinity: PreScore state missing"));
+            return Err(Status::error("PreScore state missing"));
         };
         Ok(NodeScore::value(scores.of_node(node).sum()))
     }

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use super::{
     Constraint, DO_NOT_SCHEDULE, ERR_REASON_CONSTRAINTS_NOT_MATCH, ERR_REASON_NODE_LABEL_NOT_MATCH,
-    NAME, PodTopologySpread, for_each_selected, has_all_keys,
+    PodTopologySpread, for_each_selected, has_all_keys,
 };
 use crate::cache::ClusterState;
 use crate::framework::{CycleState, FilterPlugin, NodeInfo, PodInfo, PreFilterPlugin, Status};
@@ -30,7 +30,7 @@ impl PreFilterPlugin for PodTopologySpread {
     fn pre_filter(&self, state: &mut CycleState, pod: &PodInfo, cluster: &ClusterState) -> Status {
         let constraints = match self.constraints(pod, DO_NOT_SCHEDULE, cluster) {
             Ok(c) => c,
-            Err(e) => return Status::error(format!("{NAME}: get constraints from pod: {e}")),
+            Err(e) => return Status::error(format!("get constraints from pod: {e}")),
         };
         if constraints.is_empty() {
             return Status::skip("pod has no DoNotSchedule topology spread constraints");
@@ -101,7 +101,7 @@ impl PreFilterPlugin for PodTopologySpread {
 impl FilterPlugin for PodTopologySpread {
     fn filter(&self, state: &CycleState, _: &PodInfo, node: &NodeInfo, _: &ClusterState) -> Status {
         let Some(s) = state.read::<PreFilterState>() else {
-            return Status::error("PodTopologySpread: PreFilter state missing");
+            return Status::error("PreFilter state missing");
         };
         for (i, c) in s.constraints.iter().enumerate() {
             let Some(value) = node.label(&c.topology_key) else {
@@ -428,7 +428,7 @@ mod tests {
         assert_eq!(pre.code(), Code::Error);
         assert!(
             pre.message()
-                .starts_with("PodTopologySpread: get constraints from pod: values"),
+                .starts_with("get constraints from pod: values"),
             "{}",
             pre.message()
         );

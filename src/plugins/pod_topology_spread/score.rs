@@ -7,8 +7,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use super::{
-    Constraint, LABEL_HOSTNAME, NAME, PodTopologySpread, SCHEDULE_ANYWAY, for_each_selected,
-    has_all_keys,
+    Constraint, LABEL_HOSTNAME, PodTopologySpread, SCHEDULE_ANYWAY, for_each_selected, has_all_keys,
 };
 use crate::cache::ClusterState;
 use crate::framework::{
@@ -53,7 +52,7 @@ impl PreScorePlugin for PodTopologySpread {
             Ok(c) => c,
             Err(e) => {
                 return Status::error(format!(
-                    "{NAME}: calculating preScoreState: obtaining pod's soft topology spread constraints: {e}"
+                    "calculating preScoreState: obtaining pod's soft topology spread constraints: {e}"
                 ));
             }
         };
@@ -150,7 +149,7 @@ impl ScorePlugin for PodTopologySpread {
         _: &ClusterState,
     ) -> Result<NodeScore, Status> {
         let Some(s) = state.read::<PreScoreState>() else {
-            return Err(Status::error("PodTopologySpread: PreScore state missing"));
+            return Err(Status::error("PreScore state missing"));
         };
         if s.require_all && !has_all_keys(node, &s.constraints) {
             return Ok(NodeScore::none(s.ignored_note.clone()));

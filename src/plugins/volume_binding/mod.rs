@@ -177,7 +177,7 @@ impl PreFilterPlugin for VolumeBinding {
 impl FilterPlugin for VolumeBinding {
     fn filter(&self, state: &CycleState, _: &PodInfo, node: &NodeInfo, _: &ClusterState) -> Status {
         let Some(BoundVolumes(volumes)) = state.read::<BoundVolumes>() else {
-            return Status::error("VolumeBinding: PreFilter state missing");
+            return Status::error("PreFilter state missing");
         };
         // kube-scheduler stops at the first volume that does not fit.
         for v in volumes {
