@@ -5,6 +5,7 @@
 //! Every file-watch driven expectation is checked by bounded polling
 //! ([`support::eventually`]), never by a fixed sleep.
 
+mod fuzz;
 mod metrics;
 mod mtls;
 mod policy_reload;
