@@ -13,8 +13,8 @@
 //! | [`cache`] | nodes, assigned pods and the zone index, plus keyed stores (claims, budgets, namespaces, ...), fed by watchers or a snapshot file |
 //! | [`policy`] | the policy file: strict loading, defaults, compiled profiles |
 //! | [`modes`] | extender mode (the HTTP verbs) and standalone mode |
-//! | [`ops`] | health, debug endpoints, logging |
-//! | [`server`] | the HTTP router: every route on one listener |
+//! | [`ops`] | health, debug endpoints, logging, signals, TLS and policy reload |
+//! | [`server`] | the HTTP router and the listener: connection cap, timeouts, drain |
 //! | [`cli`] | the command line |
 #![deny(missing_docs)]
 #![deny(clippy::unwrap_used, clippy::expect_used)]

@@ -26,6 +26,8 @@ pub struct Cli {
 }
 
 /// The subcommands.
+// Parsed once at start-up: the size of `ServeArgs` costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the HTTP service (and, in standalone mode, the scheduler).
@@ -57,8 +59,10 @@ pub struct ServeArgs {
     /// Load nodes and pods once from this YAML/JSON file instead of an API server.
     #[arg(long, conflicts_with = "kubeconfig")]
     pub snapshot: Option<PathBuf>,
-    /// Mount the verbs under this prefix (kube-scheduler's urlPrefix path).
-    #[arg(long, default_value = "")]
+    /// Mount the verbs under this prefix (kube-scheduler's urlPrefix path):
+    /// "/" then letters, digits and -._~ in segments separated by single
+    /// "/"; a trailing "/" is dropped.
+    #[arg(long, default_value = "", value_parser = parse_path_prefix)]
     pub path_prefix: String,
     /// Largest accepted request body in bytes (413 above).
     #[arg(long, default_value_t = 64 << 20)]
@@ -67,6 +71,23 @@ pub struct ServeArgs {
     /// kube-scheduler's httpTimeout (default 5 s).
     #[arg(long, default_value_t = 4500)]
     pub request_timeout_ms: u64,
+    /// Seconds from accepting a connection (TLS handshake included), or from
+    /// the first byte after an idle spell, to a complete request head;
+    /// slower clients are disconnected.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub header_read_timeout_seconds: u64,
+    /// Seconds an idle keep-alive connection stays open; keep it above
+    /// kube-scheduler's idle-connection timeout (Go's default: 90 s).
+    #[arg(long, default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..=86400))]
+    pub idle_timeout_seconds: u64,
+    /// Connections open at once; more get 503 (HTTP) or are closed (HTTPS).
+    /// Lowered at start-up if the open-file limit is smaller.
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub max_connections: u64,
+    /// Seconds shutdown waits for open requests (and, in standalone mode,
+    /// binds) before closing the remaining connections.
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(0..=3600))]
+    pub shutdown_drain_seconds: u64,
     /// Elect a leader through a Lease before scheduling (standalone mode).
     #[arg(long)]
     pub leader_elect: bool,
@@ -93,6 +114,33 @@ pub struct ServeArgs {
     pub log_format: LogFormat,
 }
 
+/// Validates `--path-prefix`: it becomes part of route paths, where `{x}` or
+/// `*x` would declare captures and a malformed path makes the router panic.
+/// Returns the prefix without a trailing `/` ("" for none).
+fn parse_path_prefix(value: &str) -> Result<String, String> {
+    let prefix = value.strip_suffix('/').unwrap_or(value);
+    if prefix.is_empty() {
+        return Ok(String::new());
+    }
+    if !prefix.starts_with('/') {
+        return Err(format!(
+            "{value:?} must start with \"/\" (for example /scheduler)"
+        ));
+    }
+    if value.contains("//") {
+        return Err(format!("{value:?} contains an empty segment (\"//\")"));
+    }
+    if let Some(c) = prefix
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || "-._~/".contains(*c)))
+    {
+        return Err(format!(
+            "{value:?} contains {c:?}; only letters, digits, \"-._~\" and \"/\" are allowed"
+        ));
+    }
+    Ok(prefix.to_string())
+}
+
 /// Options of `placer score`.
 #[derive(Debug, clap::Args)]
 pub struct ScoreArgs {
@@ -117,4 +165,34 @@ pub enum OutputFormat {
     Table,
     /// The `/explain` JSON.
     Json,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn path_prefixes_are_validated_and_normalised() {
+        for (given, expected) in [
+            ("", ""),
+            ("/", ""),
+            ("/scheduler", "/scheduler"),
+            ("/scheduler/", "/scheduler"),
+            ("/a-b/c_d.e~f/9", "/a-b/c_d.e~f/9"),
+        ] {
+            assert_eq!(parse_path_prefix(given).as_deref(), Ok(expected), "{given}");
+        }
+        for bad in [
+            "x", "/*rest", "/{x}", "/a//b", "//", "/a b", "/ü", "/a?b", "/a%20",
+        ] {
+            assert!(parse_path_prefix(bad).is_err(), "{bad} accepted");
+        }
+    }
+
+    #[test]
+    fn a_bad_path_prefix_is_a_usage_error_naming_the_flag() {
+        let err = Cli::try_parse_from(["placer", "serve", "--path-prefix", "/{x}"]).unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+        assert!(err.to_string().contains("--path-prefix"), "{err}");
+    }
 }

@@ -4,7 +4,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use axum_server::tls_rustls::RustlsConfig;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use tracing::info;
 
@@ -13,16 +12,24 @@ use crate::cache::{Cache, ClusterState, snapshot_file, watch};
 use crate::modes::extender::{AppState, Binder, Settings};
 use crate::modes::standalone::leader;
 use crate::modes::standalone::scheduler::Standalone;
-use crate::ops::tls::TlsFiles;
-use crate::ops::{policy_reload, telemetry, tls};
+use crate::ops::policy_reload::PolicyReloader;
+use crate::ops::signals::{Reloaders, Signals};
+use crate::ops::telemetry;
+use crate::ops::tls::{TlsFiles, TlsReloader};
 use crate::policy::{self, CompiledPolicy};
+use crate::server::conn::Timeouts;
+use crate::server::listener::{Limits, Listener, Transport};
 
-/// How long in-flight requests may take to finish after SIGTERM.
-const DRAIN: Duration = Duration::from_secs(20);
-
-/// Runs the service until SIGTERM or Ctrl-C.
+/// Runs the service until SIGTERM, SIGINT or SIGQUIT.
 pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     telemetry::init(args.log_format);
+    // First: until handled, SIGHUP, SIGQUIT and SIGUSR1/2 end the process.
+    let signals = Signals::install().context("installing signal handlers")?;
+    let reload_on_sighup = signals.reload_handle();
+    // One stop signal for the listener and the scheduling loop.
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(signals.run(stop_tx));
+
     let compiled = CompiledPolicy::new(policy::load(&args.policy)?);
     if args.mode.schedules() && args.snapshot.is_some() {
         bail!(
@@ -65,17 +72,29 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         path_prefix: args.path_prefix.clone(),
     };
     let state = AppState::new(compiled, cache, binder, settings);
+    let policy_reloader = PolicyReloader::new(args.policy.clone(), state.clone());
     if !args.no_policy_reload {
-        tokio::spawn(policy_reload::run(args.policy.clone(), state.clone()));
+        tokio::spawn(policy_reloader.clone().watch());
     }
     let metrics = state.metrics.clone();
-
-    // One stop signal for the listener and the scheduling loop.
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    tokio::spawn(async move {
-        shutdown_signal().await;
-        let _ = stop_tx.send(true);
+    let tls = match (&args.tls_cert_file, &args.tls_key_file) {
+        (Some(cert), Some(key)) => {
+            let files = TlsFiles {
+                cert: cert.clone(),
+                key: key.clone(),
+                client_ca: args.client_ca_file.clone(),
+            };
+            let reloader = TlsReloader::new(files, metrics.clone())?;
+            tokio::spawn(reloader.clone().watch());
+            Some(reloader)
+        }
+        _ => None,
+    };
+    reload_on_sighup.set(Reloaders {
+        policy: policy_reloader,
+        tls: tls.clone(),
     });
+
     let scheduling = match (args.mode.schedules(), api_client) {
         (true, Some(client)) => {
             let identity = replica_identity();
@@ -103,47 +122,30 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         _ => None,
     };
     let app = crate::server::router(state);
-    let stopped = {
-        let mut rx = stop_rx.clone();
-        async move {
-            let _ = rx.wait_for(|stop| *stop).await;
-            info!("shutdown signal received; finishing in-flight requests");
+    let listener = Listener::bind(args.listen).await?;
+    let listen = listener.local_addr();
+    let transport = match &tls {
+        Some(reloader) => {
+            info!(%listen, mode = ?args.mode, mtls = args.client_ca_file.is_some(), "placer serving HTTPS");
+            Transport::Tls(reloader.config())
+        }
+        None => {
+            info!(%listen, mode = ?args.mode, "placer serving HTTP");
+            Transport::Plain
         }
     };
-
-    match (&args.tls_cert_file, &args.tls_key_file) {
-        (Some(cert), Some(key)) => {
-            let files = TlsFiles {
-                cert: cert.clone(),
-                key: key.clone(),
-                client_ca: args.client_ca_file.clone(),
-            };
-            let config = RustlsConfig::from_config(Arc::new(files.server_config()?));
-            tokio::spawn(tls::reload_on_change(files, config.clone(), metrics));
-            let handle = axum_server::Handle::new();
-            let shutdown = handle.clone();
-            tokio::spawn(async move {
-                stopped.await;
-                shutdown.graceful_shutdown(Some(DRAIN));
-            });
-            info!(listen = %args.listen, mode = ?args.mode, mtls = args.client_ca_file.is_some(), "placer serving HTTPS");
-            axum_server::bind_rustls(args.listen, config)
-                .handle(handle)
-                .serve(app.into_make_service())
-                .await
-                .with_context(|| format!("serving HTTPS on {}", args.listen))?;
-        }
-        _ => {
-            let listener = tokio::net::TcpListener::bind(args.listen)
-                .await
-                .with_context(|| format!("listening on {}", args.listen))?;
-            info!(listen = %args.listen, mode = ?args.mode, "placer serving HTTP");
-            axum::serve(listener, app)
-                .with_graceful_shutdown(stopped)
-                .await
-                .context("serving HTTP")?;
-        }
-    }
+    let limits = Limits {
+        timeouts: Timeouts {
+            header_read: Duration::from_secs(args.header_read_timeout_seconds),
+            idle: Duration::from_secs(args.idle_timeout_seconds),
+        },
+        max_connections: usize::try_from(args.max_connections).unwrap_or(usize::MAX),
+        drain: Duration::from_secs(args.shutdown_drain_seconds),
+    };
+    listener
+        .serve(app, transport, limits, metrics, stop_rx)
+        .await;
+    // In-flight binds finish and the Lease is released before exiting.
     if let Some(task) = scheduling {
         let _ = task.await;
     }
@@ -165,24 +167,6 @@ async fn client(args: &ServeArgs) -> anyhow::Result<kube::Client> {
             .context("finding cluster credentials (in-cluster, KUBECONFIG, ~/.kube/config)")?,
     };
     kube::Client::try_from(config).context("building the API client")
-}
-
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    tokio::select! {
-        () = ctrl_c => {},
-        () = term => {},
-    }
 }
 
 /// This replica's name in the Lease and in its events: `$POD_NAME` (the

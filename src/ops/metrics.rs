@@ -59,6 +59,20 @@ pub struct ResultLabels {
     pub result: &'static str,
 }
 
+/// Labels naming why placer closed a connection itself.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CloseLabels {
+    /// header_timeout, idle_timeout, stalled, shed or drain_deadline.
+    pub reason: &'static str,
+}
+
+/// Labels of failed TLS handshakes.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct HandshakeLabels {
+    /// rejected (rustls refused the client) or timeout.
+    pub reason: &'static str,
+}
+
 /// Labels of scheduling attempts.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct AttemptLabels {
@@ -119,6 +133,14 @@ pub struct Metrics {
     pub policy_reloads: Family<ResultLabels, Counter>,
     /// TLS certificate reloads by result.
     pub tls_reloads: Family<ResultLabels, Counter>,
+    /// Handler panics answered with 500.
+    pub http_panics: Counter,
+    /// Connections open now.
+    pub http_connections: Gauge,
+    /// Connections placer closed itself (timeouts, shedding, drain), by reason.
+    pub http_connections_closed: Family<CloseLabels, Counter>,
+    /// TLS handshakes that failed, by reason.
+    pub tls_handshake_failures: Family<HandshakeLabels, Counter>,
     /// Standalone scheduling attempts by result.
     pub schedule_attempts: Family<AttemptLabels, Counter>,
     /// Standalone: time from a pod's (last) queueing to its successful bind.
@@ -192,6 +214,30 @@ impl Metrics {
             "TLS certificate reloads, by result",
             tls_reloads.clone(),
         );
+        let http_panics = Counter::default();
+        registry.register(
+            "http_panics",
+            "Handler panics, each answered with 500 and a JSON Error",
+            http_panics.clone(),
+        );
+        let http_connections = Gauge::default();
+        registry.register(
+            "http_connections",
+            "HTTP connections open now (plain or TLS)",
+            http_connections.clone(),
+        );
+        let http_connections_closed = Family::<CloseLabels, Counter>::default();
+        registry.register(
+            "http_connections_closed",
+            "Connections placer closed on its own, by reason (timeouts, over the connection limit, drain deadline)",
+            http_connections_closed.clone(),
+        );
+        let tls_handshake_failures = Family::<HandshakeLabels, Counter>::default();
+        registry.register(
+            "tls_handshake_failures",
+            "TLS handshakes that failed, by reason (rejected by rustls, timeout)",
+            tls_handshake_failures.clone(),
+        );
         let schedule_attempts = Family::<AttemptLabels, Counter>::default();
         registry.register(
             "schedule_attempts",
@@ -253,6 +299,10 @@ impl Metrics {
             cache_objects,
             policy_reloads,
             tls_reloads,
+            http_panics,
+            http_connections,
+            http_connections_closed,
+            tls_handshake_failures,
             schedule_attempts,
             scheduling_duration,
             pending_pods,
@@ -310,6 +360,20 @@ impl Metrics {
             .get_or_create(&ResultLabels {
                 result: if ok { "success" } else { "failure" },
             })
+            .inc();
+    }
+
+    /// Records a connection placer closed on its own.
+    pub fn connection_closed(&self, reason: &'static str) {
+        self.http_connections_closed
+            .get_or_create(&CloseLabels { reason })
+            .inc();
+    }
+
+    /// Records a failed TLS handshake.
+    pub fn handshake_failed(&self, reason: &'static str) {
+        self.tls_handshake_failures
+            .get_or_create(&HandshakeLabels { reason })
             .inc();
     }
 

@@ -1,13 +1,16 @@
 //! Hot reload of the policy file (SPEC §4): a valid new policy replaces the
 //! old one atomically between requests; an invalid one is rejected, logged
 //! with its position, counted, and the old policy stays in force.
+//! The file is watched, and SIGHUP re-reads it on demand.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use parking_lot::Mutex;
 use tracing::{info, warn};
 
 use crate::modes::extender::AppState;
+use crate::ops::Trigger;
 use crate::ops::file_watch::FileWatch;
 use crate::policy::{self, CompiledPolicy, PolicyError};
 
@@ -36,32 +39,58 @@ pub fn apply(state: &AppState, text: &str, file: &str) -> Result<(), PolicyError
     Ok(())
 }
 
-/// Watches `path` and applies every changed version until the process ends.
-pub async fn run(path: PathBuf, state: AppState) {
-    let mut watch = match FileWatch::new(&[&path]) {
-        Ok(w) => w,
-        Err(e) => {
-            warn!(error = %e, file = %path.display(), "cannot watch the policy; reload disabled");
-            return;
-        }
-    };
-    let mut last = std::fs::read_to_string(&path).ok();
-    while watch.changed().await.is_some() {
-        let text = match std::fs::read_to_string(&path) {
+/// Reloads the policy from its file, on a file change or on SIGHUP.
+pub struct PolicyReloader {
+    path: PathBuf,
+    state: AppState,
+    /// The text last tried, valid or not: each version is applied (or
+    /// rejected and logged) once.
+    last: Mutex<Option<String>>,
+}
+
+impl PolicyReloader {
+    /// A reloader for `path`, whose current text is already in force.
+    pub fn new(path: PathBuf, state: AppState) -> Arc<Self> {
+        let last = Mutex::new(std::fs::read_to_string(&path).ok());
+        Arc::new(PolicyReloader { path, state, last })
+    }
+
+    /// Reads the file and applies it. On a file change, a text identical to
+    /// the last one tried is skipped; SIGHUP always applies.
+    pub fn reload(&self, trigger: Trigger) {
+        let file = self.path.display();
+        let text = match std::fs::read_to_string(&self.path) {
             Ok(t) => t,
             Err(e) => {
                 // Mid-swap or removed: the next event brings the new file.
-                warn!(error = %e, file = %path.display(), "cannot read the policy; keeping the current one");
-                continue;
+                warn!(error = %e, %file, trigger = trigger.as_str(), "cannot read the policy; keeping the current one");
+                return;
             }
         };
-        if last.as_deref() == Some(text.as_str()) {
-            continue;
+        let mut last = self.last.lock();
+        if trigger == Trigger::FileChange && last.as_deref() == Some(text.as_str()) {
+            return;
         }
-        match apply(&state, &text, &path.display().to_string()) {
-            Ok(()) => info!(file = %path.display(), "policy reloaded"),
-            Err(e) => warn!(error = %e, "new policy rejected; the previous policy stays in force"),
+        match apply(&self.state, &text, &file.to_string()) {
+            Ok(()) => info!(%file, trigger = trigger.as_str(), "policy reloaded"),
+            Err(e) => {
+                warn!(error = %e, trigger = trigger.as_str(), "new policy rejected; the previous policy stays in force")
+            }
         }
-        last = Some(text);
+        *last = Some(text);
+    }
+
+    /// Reloads on every change of the file until the process ends.
+    pub async fn watch(self: Arc<Self>) {
+        let mut watch = match FileWatch::new(&[&self.path]) {
+            Ok(w) => w,
+            Err(e) => {
+                warn!(error = %e, file = %self.path.display(), "cannot watch the policy; reload on change disabled (SIGHUP still reloads)");
+                return;
+            }
+        };
+        while watch.changed().await.is_some() {
+            self.reload(Trigger::FileChange);
+        }
     }
 }

@@ -28,4 +28,14 @@ pub fn init(format: LogFormat) {
         LogFormat::Text => builder.try_init(),
         LogFormat::Json => builder.json().flatten_event(true).try_init(),
     };
+    // Panics are logged like everything else (the default hook writes a
+    // plain line to stderr, which breaks `--log-format json`).
+    std::panic::set_hook(Box::new(|info| {
+        let location = info.location().map(ToString::to_string);
+        tracing::error!(
+            panic = info.payload_as_str().unwrap_or("(no message)"),
+            location = location.as_deref().unwrap_or("unknown"),
+            "panic"
+        );
+    }));
 }

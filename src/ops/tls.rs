@@ -1,17 +1,19 @@
-//! HTTPS: server certificates from PEM files, reloaded when they change, and
+//! HTTPS: server certificates from PEM files, reloaded when they change or on
+//! SIGHUP, and
 //! optional client-certificate verification (mutual TLS with kube-scheduler's
 //! `tlsConfig.certFile/keyFile`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use axum_server::tls_rustls::RustlsConfig;
+use arc_swap::ArcSwap;
 use rustls::RootCertStore;
 use rustls::server::WebPkiClientVerifier;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use tracing::{info, warn};
 
+use crate::ops::Trigger;
 use crate::ops::file_watch::FileWatch;
 use crate::ops::metrics::Metrics;
 
@@ -95,50 +97,103 @@ impl TlsFiles {
         v.extend(self.client_ca.as_deref());
         v
     }
-}
 
-/// Reloads `config` whenever one of the files changes. A broken new set is
-/// rejected (and counted); the listener keeps serving the previous one.
-pub async fn reload_on_change(files: TlsFiles, config: RustlsConfig, metrics: Arc<Metrics>) {
-    let mut watch = match FileWatch::new(&files.paths()) {
-        Ok(w) => w,
-        Err(e) => {
-            warn!(error = %e, "cannot watch the TLS files; certificate reload disabled");
-            return;
-        }
-    };
-    let read_all = |f: &TlsFiles| -> Vec<Option<Vec<u8>>> {
-        f.paths()
+    fn contents(&self) -> Contents {
+        self.paths()
             .into_iter()
             .map(|p| std::fs::read(p).ok())
             .collect()
-    };
-    let mut last = read_all(&files);
-    while watch.changed().await.is_some() {
-        let now = read_all(&files);
-        if now == last {
-            continue;
+    }
+}
+
+/// The server configuration in force. Every new handshake uses the current
+/// one; a reload replaces it without touching the listener or the
+/// connections already open.
+#[derive(Clone)]
+pub struct Reloadable(Arc<ArcSwap<rustls::ServerConfig>>);
+
+impl Reloadable {
+    /// The configuration for the next handshake.
+    pub fn current(&self) -> Arc<rustls::ServerConfig> {
+        self.0.load_full()
+    }
+}
+
+/// Contents of the TLS files as last tried (`None` = unreadable).
+type Contents = Vec<Option<Vec<u8>>>;
+
+/// Reloads the TLS configuration from its files, on a file change or on
+/// SIGHUP. A broken new set is rejected (logged once per change of the
+/// files, counted); the listener keeps serving the previous one.
+pub struct TlsReloader {
+    files: TlsFiles,
+    config: Reloadable,
+    metrics: Arc<Metrics>,
+    /// What the last attempt read, successful or not: the watch skips
+    /// events that changed nothing (the log file may share the directory).
+    last: tokio::sync::Mutex<Contents>,
+}
+
+impl TlsReloader {
+    /// Builds the first configuration from `files`.
+    pub fn new(files: TlsFiles, metrics: Arc<Metrics>) -> Result<Arc<Self>, TlsError> {
+        let config = Reloadable(Arc::new(ArcSwap::from_pointee(files.server_config()?)));
+        let last = tokio::sync::Mutex::new(files.contents());
+        Ok(Arc::new(TlsReloader {
+            files,
+            config,
+            metrics,
+            last,
+        }))
+    }
+
+    /// The configuration the listener hands to each handshake.
+    pub fn config(&self) -> Reloadable {
+        self.config.clone()
+    }
+
+    /// Re-reads the files and puts a valid set in force. On a file change,
+    /// contents identical to the last attempt are skipped; SIGHUP always
+    /// reloads.
+    pub async fn reload(&self, trigger: Trigger) {
+        let mut last = self.last.lock().await;
+        let mut now = self.files.contents();
+        if trigger == Trigger::FileChange && now == *last {
+            return;
         }
-        // Key and certificate are often replaced one after the other; a
-        // mismatch seen between the two writes settles within moments.
-        let built = match files.server_config() {
-            Ok(c) => Ok(c),
-            Err(_) => {
-                tokio::time::sleep(SETTLE).await;
-                files.server_config()
-            }
-        };
+        let mut built = self.files.server_config();
+        if built.is_err() && trigger == Trigger::FileChange {
+            // Key and certificate are often replaced one after the other; a
+            // mismatch seen between the two writes settles within moments.
+            tokio::time::sleep(SETTLE).await;
+            now = self.files.contents();
+            built = self.files.server_config();
+        }
+        *last = now;
         match built {
             Ok(c) => {
-                config.reload_from_config(Arc::new(c));
-                metrics.tls_reloaded(true);
-                info!("TLS certificate reloaded");
-                last = now;
+                self.config.0.store(Arc::new(c));
+                self.metrics.tls_reloaded(true);
+                info!(trigger = trigger.as_str(), "TLS certificate reloaded");
             }
             Err(e) => {
-                metrics.tls_reloaded(false);
-                warn!(error = %e, "new TLS files rejected; serving the previous certificate");
+                self.metrics.tls_reloaded(false);
+                warn!(error = %e, trigger = trigger.as_str(), "new TLS files rejected; serving the previous certificate");
             }
+        }
+    }
+
+    /// Reloads whenever one of the files changes, until the process ends.
+    pub async fn watch(self: Arc<Self>) {
+        let mut watch = match FileWatch::new(&self.files.paths()) {
+            Ok(w) => w,
+            Err(e) => {
+                warn!(error = %e, "cannot watch the TLS files; reload on change disabled (SIGHUP still reloads)");
+                return;
+            }
+        };
+        while watch.changed().await.is_some() {
+            self.reload(Trigger::FileChange).await;
         }
     }
 }

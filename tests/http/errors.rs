@@ -364,7 +364,7 @@ async fn hundred_mib_body_is_413_under_the_default_limit_without_reading_it_all(
 }
 
 #[tokio::test]
-async fn get_on_a_verb_is_405() {
+async fn get_on_a_verb_is_405_and_unknown_paths_404_with_json_errors() {
     let app = App::default();
     for verb in ["/filter", "/prioritize", "/bind", "/preempt", "/explain"] {
         let reply = app.get(verb).await;
@@ -374,7 +374,16 @@ async fn get_on_a_verb_is_405() {
             Some("POST"),
             "{verb}"
         );
+        assert_eq!(
+            reply.json()["Error"],
+            format!("GET is not allowed on {verb} (see the Allow header)"),
+        );
     }
+    let reply = app.get("/no/such/route").await;
+    reply.assert(
+        StatusCode::NOT_FOUND,
+        r#"{"Error":"no route for GET /no/such/route"}"#,
+    );
     app.assert_still_serves().await;
 }
 

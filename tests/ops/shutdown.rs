@@ -85,3 +85,60 @@ fn sigterm_stops_an_https_server_gracefully() {
         Client::tls(&[&ca.cert_pem], None),
     ));
 }
+
+/// A client that sent half a request head and then stays: shutdown closes
+/// it at the drain deadline instead of waiting for it forever.
+fn exits_at_the_drain_deadline(mut server: Server) {
+    let mut half_open = server.client.connect(server.addr).expect("connect");
+    half_open
+        .send_raw(b"POST /filter HTTP/1.1\r\nHost: placer\r\nContent-Le")
+        .expect("send half a head");
+    // Let the server accept it and read what came.
+    std::thread::sleep(Duration::from_millis(300));
+
+    server.terminate();
+    // Generous for a 2 s drain deadline, and shorter than the fixed 20 s
+    // that HTTPS used to wait (plain HTTP used to wait forever).
+    let status = server
+        .wait_exit(Duration::from_secs(15))
+        .unwrap_or_else(|| panic!("placer still running 15 s after SIGTERM"));
+    assert!(status.success(), "exit status {status}");
+    let log = server.log_text();
+    assert!(
+        log.contains("connections still open at the drain deadline"),
+        "{log}"
+    );
+    assert!(log.contains("placer stopped"), "{log}");
+}
+
+fn drain_args(dir: &Path) -> Vec<std::ffi::OsString> {
+    let mut args = policy(dir);
+    // Long timeouts: only the drain deadline may end the connection.
+    for a in [
+        "--shutdown-drain-seconds",
+        "2",
+        "--header-read-timeout-seconds",
+        "600",
+    ] {
+        args.push(a.into());
+    }
+    args
+}
+
+#[test]
+fn sigterm_with_a_half_open_http_connection_exits_at_the_drain_deadline() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let server = Server::start(dir.path(), &drain_args(dir.path()), Client::Plain);
+    exits_at_the_drain_deadline(server);
+}
+
+#[test]
+fn sigterm_with_a_half_open_https_connection_exits_at_the_drain_deadline() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let ca = Ca::new("placer-test-ca");
+    let (cert, key) = ca.server().write_to(dir.path());
+    let mut args = drain_args(dir.path());
+    args.extend(tls_args(&cert, &key, None));
+    let server = Server::start(dir.path(), &args, Client::tls(&[&ca.cert_pem], None));
+    exits_at_the_drain_deadline(server);
+}

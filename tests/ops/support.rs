@@ -248,6 +248,7 @@ impl<T: Read + Write + Send> Stream for T {}
 pub struct Conn {
     stream: Box<dyn Stream>,
     addr: SocketAddr,
+    local: SocketAddr,
     buf: Vec<u8>,
 }
 
@@ -289,6 +290,7 @@ impl Client {
         let tcp = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
         tcp.set_read_timeout(Some(Duration::from_secs(10)))?;
         tcp.set_write_timeout(Some(Duration::from_secs(10)))?;
+        let local = tcp.local_addr()?;
         let stream: Box<dyn Stream> = match self {
             Client::Plain => Box::new(tcp),
             Client::Tls(config) => {
@@ -301,6 +303,7 @@ impl Client {
         Ok(Conn {
             stream,
             addr,
+            local,
             buf: Vec::new(),
         })
     }
@@ -332,6 +335,11 @@ fn invalid(msg: String) -> io::Error {
 }
 
 impl Conn {
+    /// The client's end of the connection (the server's peer address).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
     /// The head of a request as kube-scheduler's Go client writes it, plus
     /// `extra` header lines (each ending in `\r\n`).
     pub fn head(&self, method: &str, path: &str, len: usize, extra: &str) -> String {
@@ -461,21 +469,7 @@ impl Server {
         for attempt in 0.. {
             let addr: SocketAddr = ([127, 0, 0, 1], free_port()).into();
             let log = dir.join(format!("placer-{}.log", addr.port()));
-            let stderr = fs::File::create(&log).expect("create the log file");
-            let child = Command::new(BIN)
-                .arg("serve")
-                .arg("--snapshot")
-                .arg(repo_file("examples/cluster.yaml"))
-                .args(["--listen", &addr.to_string()])
-                .args(args)
-                .env("RUST_LOG", "info")
-                .env_remove("PLACER_POLICY")
-                .env_remove("PLACER_LISTEN")
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(stderr)
-                .spawn()
-                .expect("placer starts");
+            let child = spawn(&log, addr, args);
             let mut server = Server {
                 child,
                 addr,
@@ -489,6 +483,35 @@ impl Server {
             }
         }
         unreachable!()
+    }
+
+    /// Starts placer with `--listen 127.0.0.1:0` and finds the port it
+    /// bound in its "placer serving" log line.
+    pub fn start_on_port_zero(dir: &Path, args: &[OsString], client: Client) -> Server {
+        let log = dir.join("placer-port-0.log");
+        let child = spawn(&log, ([127, 0, 0, 1], 0).into(), args);
+        let mut server = Server {
+            child,
+            addr: ([127, 0, 0, 1], 0).into(),
+            log,
+            client,
+        };
+        server.addr = eventually(
+            "the listen address is logged",
+            Duration::from_secs(30),
+            || {
+                let text = server.log_text();
+                let line = text.lines().find(|l| l.contains("placer serving"))?;
+                let addr = line
+                    .split_whitespace()
+                    .find_map(|w| w.strip_prefix("listen="))?;
+                Some(addr.parse().expect("listen=<socket address>"))
+            },
+        );
+        if let Err(text) = server.wait_ready() {
+            panic!("placer did not become ready:\n{text}");
+        }
+        server
     }
 
     fn wait_ready(&mut self) -> Result<(), String> {
@@ -549,10 +572,20 @@ impl Server {
 
     /// Sends SIGTERM.
     pub fn terminate(&self) {
+        self.signal(libc::SIGTERM);
+    }
+
+    /// Sends `signal` (a `libc::SIG*` number).
+    pub fn signal(&self, signal: libc::c_int) {
         let pid = libc::pid_t::try_from(self.child.id()).expect("pid fits");
         // SAFETY: kill(2) on our own child's pid, with a valid signal number.
-        let rc = unsafe { libc::kill(pid, libc::SIGTERM) };
-        assert_eq!(rc, 0, "kill(SIGTERM): {}", io::Error::last_os_error());
+        let rc = unsafe { libc::kill(pid, signal) };
+        assert_eq!(rc, 0, "kill({signal}): {}", io::Error::last_os_error());
+    }
+
+    /// True while the process has not exited.
+    pub fn is_running(&mut self) -> bool {
+        self.child.try_wait().expect("child status").is_none()
     }
 
     /// Waits for the process to exit, at most `timeout`.
@@ -582,6 +615,26 @@ impl Drop for Server {
             );
         }
     }
+}
+
+/// `placer serve --snapshot examples/cluster.yaml --listen <addr> <args>`,
+/// its stderr into `log`.
+fn spawn(log: &Path, addr: SocketAddr, args: &[OsString]) -> Child {
+    let stderr = fs::File::create(log).expect("create the log file");
+    Command::new(BIN)
+        .arg("serve")
+        .arg("--snapshot")
+        .arg(repo_file("examples/cluster.yaml"))
+        .args(["--listen", &addr.to_string()])
+        .args(args)
+        .env("RUST_LOG", "info")
+        .env_remove("PLACER_POLICY")
+        .env_remove("PLACER_LISTEN")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .expect("placer starts")
 }
 
 /// `--tls-cert-file`, `--tls-key-file` (and `--client-ca-file`) arguments.

@@ -228,3 +228,28 @@ fn certificate_reload_through_a_secret_volume_symlink_swap() {
     // The swap replaces both files at once: never a mismatched pair.
     assert_eq!(server.metric(FAILURE), 0.0, "{}", server.metrics());
 }
+
+#[test]
+fn rejected_tls_files_are_logged_once_per_change() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let ca = Ca::new("placer-test-ca");
+    let (cert, key) = ca.server().write_to(dir.path());
+    // The log file is in the watched directory: every line it writes is a
+    // file event there, which used to bring the same rejection back.
+    let server = start(dir.path(), &cert, &key, Client::tls(&[&ca.cert_pem], None));
+    replace_file(&cert, "this is not a PEM certificate\n");
+    eventually("the failure is counted", RELOAD_TIMEOUT, || {
+        (server.metric(FAILURE) == 1.0).then_some(())
+    });
+    // Several watch rounds (debounce and settle take 0.7 s each).
+    std::thread::sleep(Duration::from_secs(3));
+    let log = server.log_text();
+    let rejections = log.matches("new TLS files rejected").count();
+    assert_eq!(rejections, 1, "{log}");
+    assert_eq!(server.metric(FAILURE), 1.0);
+    assert_eq!(
+        server.get("/healthz").status,
+        200,
+        "the old certificate serves"
+    );
+}

@@ -124,8 +124,16 @@ pub fn routes(state: AppState) -> Router<AppState> {
             router = router.route(&format!("{prefix}/{verb}"), post(disabled));
         }
     }
+    let router = router.route(&format!("{prefix}/explain"), post(explain::explain));
+    with_verb_layers(router, state)
+}
+
+/// The layers of every verb route, innermost first: a panic becomes a 500
+/// inside the deadline and the metrics, so it is counted as an `internal`
+/// outcome of its verb.
+fn with_verb_layers(router: Router<AppState>, state: AppState) -> Router<AppState> {
     router
-        .route(&format!("{prefix}/explain"), post(explain::explain))
+        .layer(crate::server::catch_panic(state.metrics.clone()))
         .layer(middleware::from_fn_with_state(state.clone(), deadline))
         .layer(middleware::from_fn_with_state(state, observe))
 }
@@ -177,5 +185,28 @@ async fn deadline(State(state): State<AppState>, req: Request, next: Next) -> Re
             format!("placer did not answer within {limit:?} (--request-timeout-ms)"),
         )
         .into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::metrics::RequestLabels;
+    use crate::server::tests::{boom, call, state};
+
+    #[tokio::test]
+    async fn a_panicking_verb_is_counted_as_an_internal_outcome() {
+        let state = state();
+        let metrics = state.metrics.clone();
+        let router = Router::new().route("/filter", post(boom));
+        let app = with_verb_layers(router, state.clone()).with_state(state);
+        let (status, body) = call(app, "POST", "/filter").await;
+        assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR, "{body}");
+        assert_eq!(metrics.http_panics.get(), 1);
+        let labels = RequestLabels {
+            verb: "filter",
+            outcome: "internal",
+        };
+        assert_eq!(metrics.requests.get_or_create(&labels).get(), 1);
     }
 }
