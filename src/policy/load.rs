@@ -437,7 +437,9 @@ profiles:
             "apiVersion: placer/v1alpha1\nkind: Policy\nprofiles:\n  - schedulerName: x\n    plugins:\n      - name: CapabilityFilter\n        args:\n          rules:\n            - {{podAnnotation: &big {big}, nodeLabel: a}}\n"
         );
         for i in 0..2000 {
-            text.push_str(&format!("            - {{podAnnotation: *big, nodeLabel: l{i}}}\n"));
+            text.push_str(&format!(
+                "            - {{podAnnotation: *big, nodeLabel: l{i}}}\n"
+            ));
         }
         // The first alias doubles the file; the second would go past it.
         let e = err(&text);

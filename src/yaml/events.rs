@@ -70,7 +70,9 @@ impl<'text> Events<'text> {
                     text.as_ptr(),
                     text.len() as u64,
                 );
-                Some(Box::from_raw(Box::into_raw(slot).cast::<sys::yaml_parser_t>()))
+                Some(Box::from_raw(
+                    Box::into_raw(slot).cast::<sys::yaml_parser_t>(),
+                ))
             }
         };
         Events {

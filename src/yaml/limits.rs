@@ -183,7 +183,12 @@ mod tests {
     fn ordinary_documents_pass() {
         check("a: &x {b: [1, 2]}\nc: *x\n---\nd: [*x]\n").unwrap_or_else(|e| panic!("{e:?}"));
         check("").unwrap();
-        check(&format!("{}1{}", "[".repeat(MAX_DEPTH), "]".repeat(MAX_DEPTH))).unwrap();
+        check(&format!(
+            "{}1{}",
+            "[".repeat(MAX_DEPTH),
+            "]".repeat(MAX_DEPTH)
+        ))
+        .unwrap();
     }
 
     #[test]
@@ -252,7 +257,10 @@ mod tests {
         }
         let (line, _, message) = err(&text);
         assert!(line < 20, "stopped early, at line {line}");
-        assert!(message.starts_with("aliases expand to more than"), "{message}");
+        assert!(
+            message.starts_with("aliases expand to more than"),
+            "{message}"
+        );
     }
 
     #[test]

@@ -195,6 +195,9 @@ fn a_missing_file_names_its_os_error_once() {
         assert!(!out.status.success(), "{out:?}");
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(stderr.matches(not_found).count(), 1, "{source}: {stderr}");
-        assert!(stderr.ends_with(&format!("{not_found}\n")), "{source}: {stderr}");
+        assert!(
+            stderr.ends_with(&format!("{not_found}\n")),
+            "{source}: {stderr}"
+        );
     }
 }
