@@ -67,9 +67,8 @@ pub fn parse(text: &str, file: &str) -> Result<Policy, PolicyError> {
     let de = serde_yaml_ng::Deserializer::from_str(text);
     let raw: RawPolicy = serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
-        let inner = e.into_inner();
-        let (line, column) = inner.location().map_or((0, 0), |l| (l.line(), l.column()));
-        let mut message = strip_location(&inner.to_string());
+        let (mark, mut message) = crate::yaml::split_error(e.inner());
+        let (line, column) = mark.map_or((0, 0), |m| (m.line, m.column));
         // serde_yaml_ng prefixes the path of the enclosing mapping; the
         // tracked path is at least as deep, so keep only that one.
         if let Some((prefix, rest)) = message.split_once(": ")
@@ -95,15 +94,6 @@ pub fn parse(text: &str, file: &str) -> Result<Policy, PolicyError> {
             column,
             message,
         })
-}
-
-/// serde_yaml_ng appends " at line L column C" to messages; we print the
-/// position up front instead.
-fn strip_location(msg: &str) -> String {
-    match msg.rfind(" at line ") {
-        Some(i) => msg[..i].to_string(),
-        None => msg.to_string(),
-    }
 }
 
 /// 1-based line and column of the `nth` (1-based) occurrence of `needle`,

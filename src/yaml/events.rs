@@ -9,8 +9,6 @@ use std::ffi::CStr;
 use std::marker::PhantomData;
 use std::mem::MaybeUninit;
 
-use unsafe_libyaml as sys;
-
 use super::Mark;
 
 /// One parse event, with the parts limits and position lookups need.
@@ -48,7 +46,7 @@ pub(super) struct Events<'text> {
     /// Boxed because libyaml keeps a pointer to the parser inside it (its
     /// read handler's data), so the parser must not move once initialized.
     /// `None` once the stream ended or failed.
-    parser: Option<Box<sys::yaml_parser_t>>,
+    parser: Option<Box<unsafe_libyaml::yaml_parser_t>>,
     /// libyaml reads the text through a raw pointer.
     text: PhantomData<&'text str>,
 }
@@ -56,22 +54,25 @@ pub(super) struct Events<'text> {
 impl<'text> Events<'text> {
     /// Starts parsing `text`.
     pub(super) fn new(text: &'text str) -> Self {
-        let mut slot = Box::new(MaybeUninit::<sys::yaml_parser_t>::uninit());
+        let mut slot = Box::new(MaybeUninit::<unsafe_libyaml::yaml_parser_t>::uninit());
         // SAFETY: `yaml_parser_initialize` fully initializes the parser it is
         // given; the text outlives the parser (`'text`) and is not moved.
         let parser = unsafe {
-            if sys::yaml_parser_initialize(slot.as_mut_ptr()).fail {
+            if unsafe_libyaml::yaml_parser_initialize(slot.as_mut_ptr()).fail {
                 // Only fails when it cannot allocate; treated as an empty stream.
                 None
             } else {
-                sys::yaml_parser_set_encoding(slot.as_mut_ptr(), sys::YAML_UTF8_ENCODING);
-                sys::yaml_parser_set_input_string(
+                unsafe_libyaml::yaml_parser_set_encoding(
+                    slot.as_mut_ptr(),
+                    unsafe_libyaml::YAML_UTF8_ENCODING,
+                );
+                unsafe_libyaml::yaml_parser_set_input_string(
                     slot.as_mut_ptr(),
                     text.as_ptr(),
                     text.len() as u64,
                 );
                 Some(Box::from_raw(
-                    Box::into_raw(slot).cast::<sys::yaml_parser_t>(),
+                    Box::into_raw(slot).cast::<unsafe_libyaml::yaml_parser_t>(),
                 ))
             }
         };
@@ -86,7 +87,7 @@ impl<'text> Events<'text> {
     fn finish(&mut self) {
         if let Some(mut parser) = self.parser.take() {
             // SAFETY: the parser was initialized in `new` and is deleted once.
-            unsafe { sys::yaml_parser_delete(&mut *parser) };
+            unsafe { unsafe_libyaml::yaml_parser_delete(&mut *parser) };
         }
     }
 }
@@ -103,17 +104,17 @@ impl Iterator for Events<'_> {
     fn next(&mut self) -> Option<(Event, Mark)> {
         loop {
             let parser = self.parser.as_mut()?;
-            let mut raw = MaybeUninit::<sys::yaml_event_t>::uninit();
+            let mut raw = MaybeUninit::<unsafe_libyaml::yaml_event_t>::uninit();
             // SAFETY: the parser is initialized and alive; on success the event
             // is initialized, read once here and then deleted.
             let parsed = unsafe {
-                if sys::yaml_parser_parse(&mut **parser, raw.as_mut_ptr()).fail {
+                if unsafe_libyaml::yaml_parser_parse(&mut **parser, raw.as_mut_ptr()).fail {
                     None
                 } else {
                     let event = raw.as_mut_ptr();
                     let converted = convert(&*event);
                     let start = (*event).start_mark;
-                    sys::yaml_event_delete(event);
+                    unsafe_libyaml::yaml_event_delete(event);
                     Some((converted, start))
                 }
             };
@@ -149,19 +150,19 @@ enum Converted {
 ///
 /// # Safety
 /// `event` must be an initialized event from `yaml_parser_parse`.
-unsafe fn convert(event: &sys::yaml_event_t) -> Converted {
+unsafe fn convert(event: &unsafe_libyaml::yaml_event_t) -> Converted {
     // SAFETY (for every union read below): `type_` says which member is set;
     // anchors are NUL-terminated or null, scalar values are `length` bytes.
     unsafe {
         let event = match event.type_ {
-            sys::YAML_STREAM_START_EVENT => return Converted::Skip,
-            sys::YAML_STREAM_END_EVENT => return Converted::End,
-            sys::YAML_DOCUMENT_START_EVENT => Event::DocumentStart,
-            sys::YAML_DOCUMENT_END_EVENT => Event::DocumentEnd,
-            sys::YAML_ALIAS_EVENT => {
+            unsafe_libyaml::YAML_STREAM_START_EVENT => return Converted::Skip,
+            unsafe_libyaml::YAML_STREAM_END_EVENT => return Converted::End,
+            unsafe_libyaml::YAML_DOCUMENT_START_EVENT => Event::DocumentStart,
+            unsafe_libyaml::YAML_DOCUMENT_END_EVENT => Event::DocumentEnd,
+            unsafe_libyaml::YAML_ALIAS_EVENT => {
                 Event::Alias(c_string(event.data.alias.anchor).unwrap_or_default())
             }
-            sys::YAML_SCALAR_EVENT => {
+            unsafe_libyaml::YAML_SCALAR_EVENT => {
                 let scalar = event.data.scalar;
                 let value = if scalar.value.is_null() {
                     Box::default()
@@ -174,15 +175,17 @@ unsafe fn convert(event: &sys::yaml_event_t) -> Converted {
                     value,
                 }
             }
-            sys::YAML_SEQUENCE_START_EVENT => Event::CollectionStart {
+            unsafe_libyaml::YAML_SEQUENCE_START_EVENT => Event::CollectionStart {
                 anchor: c_string(event.data.sequence_start.anchor),
                 mapping: false,
             },
-            sys::YAML_MAPPING_START_EVENT => Event::CollectionStart {
+            unsafe_libyaml::YAML_MAPPING_START_EVENT => Event::CollectionStart {
                 anchor: c_string(event.data.mapping_start.anchor),
                 mapping: true,
             },
-            sys::YAML_SEQUENCE_END_EVENT | sys::YAML_MAPPING_END_EVENT => Event::CollectionEnd,
+            unsafe_libyaml::YAML_SEQUENCE_END_EVENT | unsafe_libyaml::YAML_MAPPING_END_EVENT => {
+                Event::CollectionEnd
+            }
             // YAML_NO_EVENT is never returned on success.
             _ => return Converted::Skip,
         };

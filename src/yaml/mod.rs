@@ -100,6 +100,21 @@ impl FieldPath {
     }
 }
 
+/// A serde_yaml_ng error as its position and its message, without the
+/// " at line L column C" it appends (callers print the position up front).
+pub fn split_error(error: &serde_yaml_ng::Error) -> (Option<Mark>, String) {
+    let mark = error.location().map(|l| Mark {
+        line: l.line(),
+        column: l.column(),
+    });
+    let message = error.to_string();
+    let message = match message.rfind(" at line ") {
+        Some(i) => message[..i].to_string(),
+        None => message,
+    };
+    (mark, message)
+}
+
 impl fmt::Display for FieldPath {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for (i, segment) in self.0.iter().enumerate() {
