@@ -160,9 +160,9 @@ impl Reader<'_> {
                 match kind.as_str() {
                     "Node" => self.add_node(value, at),
                     "Pod" => self.add_pod(value, at),
-                    k if k == "List" || k.ends_with("List") => match value.get("items") {
+                    k if k == "List" || k.ends_with("List") => match take_items(value) {
                         Some(Value::Sequence(items)) => {
-                            self.add_items(items.clone(), at, &at.within.key("items"))
+                            self.add_items(items, at, &at.within.key("items"))
                         }
                         None | Some(Value::Null) => Ok(()),
                         Some(_) => Err(self.fail(
@@ -261,6 +261,14 @@ impl Reader<'_> {
         }
         text.push_str(&format!(": {message}"));
         (position, text)
+    }
+}
+
+/// A List's `items`, moved out rather than copied (a snapshot may be large).
+fn take_items(list: Value) -> Option<Value> {
+    match list {
+        Value::Mapping(mut m) => m.remove("items"),
+        _ => None,
     }
 }
 
