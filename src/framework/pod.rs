@@ -10,9 +10,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Affinity, Pod, Toleration, TopologySpreadConstraint};
-use serde::Deserialize;
-
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use serde::Deserialize;
 
 use crate::framework::resources::{ContainerRequests, QuantityError, Resources, pod_requests};
 
