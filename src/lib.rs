@@ -12,6 +12,7 @@
 //! | [`plugins`] | one file per plugin and the registry that builds them from the policy |
 //! | [`cache`] | nodes, assigned pods and the zone index, plus keyed stores (claims, budgets, namespaces, ...), fed by watchers or a snapshot file |
 //! | [`policy`] | the policy file: strict loading, defaults, compiled profiles |
+//! | [`yaml`] | bounded YAML reading for policy and snapshot files: nesting and alias limits, field positions |
 //! | [`modes`] | extender mode (the HTTP verbs) and standalone mode |
 //! | [`ops`] | health, debug endpoints, logging, signals, TLS and policy reload |
 //! | [`server`] | the HTTP router and the listener: connection cap, timeouts, drain |
@@ -29,3 +30,4 @@ pub mod plugins;
 pub mod policy;
 pub mod protocol;
 pub mod server;
+pub mod yaml;

@@ -16,6 +16,25 @@ pub use check_policy::check_policy;
 pub use score::score;
 pub use serve::serve;
 
+/// The error and its causes joined with ": ", as anyhow's `{:#}` prints
+/// them, minus any cause whose text already ends the message: many error
+/// types (kube's kubeconfig errors, for one) print their source in their own
+/// text and also return it from `source()`, which showed an OS error twice.
+pub fn error_message(error: &anyhow::Error) -> String {
+    let mut message = String::new();
+    for cause in error.chain() {
+        let text = cause.to_string();
+        if message.ends_with(&text) {
+            continue;
+        }
+        if !message.is_empty() {
+            message.push_str(": ");
+        }
+        message.push_str(&text);
+    }
+    message
+}
+
 /// placer: a Kubernetes scheduler extender and standalone scheduler.
 #[derive(Debug, Parser)]
 #[command(name = "placer", version, about)]
@@ -194,5 +213,21 @@ mod tests {
         let err = Cli::try_parse_from(["placer", "serve", "--path-prefix", "/{x}"]).unwrap_err();
         assert_eq!(err.exit_code(), 2);
         assert!(err.to_string().contains("--path-prefix"), "{err}");
+    }
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("failed to read {0:?}: {1}")]
+    struct Repeats(&'static str, #[source] std::io::Error);
+
+    #[test]
+    fn a_cause_the_message_already_shows_is_printed_once() {
+        let io = std::io::Error::from(std::io::ErrorKind::NotFound);
+        let e = anyhow::Error::new(Repeats("/nope", io)).context("reading kubeconfig /nope");
+        assert_eq!(
+            error_message(&e),
+            "reading kubeconfig /nope: failed to read \"/nope\": entity not found"
+        );
+        let plain = anyhow::anyhow!("inner").context("outer");
+        assert_eq!(error_message(&plain), "outer: inner");
     }
 }

@@ -12,6 +12,9 @@ use crate::policy::{self, CompiledPolicy};
 pub fn score(args: &ScoreArgs) -> anyhow::Result<()> {
     let policy = CompiledPolicy::new(policy::load(&args.policy)?);
     let cluster = snapshot_file::load(&args.cluster)?;
+    if let Some(warning) = cluster.unknown_node_warning() {
+        eprintln!("warning: {}: {warning}", args.cluster.display());
+    }
     let pods = snapshot_file::load(&args.pod)?;
     let [pod] = <[_; 1]>::try_from(pods.pods).map_err(|v| {
         anyhow::anyhow!(

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use kube::config::{KubeConfigOptions, Kubeconfig};
-use tracing::info;
+use tracing::{info, warn};
 
 use super::ServeArgs;
 use crate::cache::{Cache, ClusterState, snapshot_file, watch};
@@ -43,6 +43,9 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let (cache, binder) = match &args.snapshot {
         Some(path) => {
             let snapshot = snapshot_file::load(path)?;
+            if let Some(warning) = snapshot.unknown_node_warning() {
+                warn!(file = %path.display(), "{warning}");
+            }
             let mut state = ClusterState::with_dimensions(&dims);
             info!(nodes = snapshot.nodes.len(), pods = snapshot.pods.len(), file = %path.display(), "loaded snapshot");
             snapshot.fill(&mut state);

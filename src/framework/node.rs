@@ -171,14 +171,10 @@ impl<'de> Deserialize<'de> for NodeInfo {
         }
         #[derive(Deserialize)]
         struct Status {
-            allocatable: Option<BTreeMap<String, String>>,
+            allocatable: Option<Resources>,
         }
         let wire = Wire::deserialize(d)?;
-        let allocatable = match wire.status.and_then(|s| s.allocatable) {
-            Some(list) => Resources::from_list(list.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-                .map_err(|e| serde::de::Error::custom(format!("status.allocatable.{e}")))?,
-            None => Resources::default(),
-        };
+        let allocatable = wire.status.and_then(|s| s.allocatable).unwrap_or_default();
         let meta = wire.metadata;
         let spec = wire.spec;
         Ok(NodeInfo {

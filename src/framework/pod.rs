@@ -10,9 +10,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Affinity, Pod, Toleration, TopologySpreadConstraint};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde::Deserialize;
 
-use crate::framework::resources::{ContainerRequests, Resources, pod_requests};
+use crate::framework::resources::{ContainerRequests, QuantityError, Resources, pod_requests};
 
 /// The fields of a pod that scheduling decisions depend on.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -163,8 +164,8 @@ pub struct HostPort {
 }
 
 /// A container as far as requests and ports go (shared by both decoders).
-struct ContainerView<'a> {
-    requests: Vec<(&'a str, &'a str)>,
+struct ContainerView {
+    requests: Resources,
     ports: Vec<HostPort>,
     sidecar: bool,
 }
@@ -184,33 +185,20 @@ fn host_port(host_port: Option<i32>, protocol: Option<&str>, ip: Option<&str>) -
     })
 }
 
-/// Effective requests and host ports; a bad quantity is reported with its container.
+/// Effective requests and host ports.
 fn requests_and_ports(
-    containers: &[ContainerView<'_>],
-    init: &[ContainerView<'_>],
-    overhead: &[(&str, &str)],
-) -> Result<Requests, String> {
-    let parse = |kind: &str, i: usize, c: &ContainerView<'_>| {
-        Resources::from_list(c.requests.iter().copied())
-            .map_err(|e| format!("spec.{kind}[{i}].resources.requests.{e}"))
-    };
-    let regular = containers
+    containers: &[ContainerView],
+    init: &[ContainerView],
+    overhead: &Resources,
+) -> Requests {
+    let regular: Vec<Resources> = containers.iter().map(|c| c.requests.clone()).collect();
+    let init_requests: Vec<ContainerRequests> = init
         .iter()
-        .enumerate()
-        .map(|(i, c)| parse("containers", i, c))
-        .collect::<Result<Vec<_>, _>>()?;
-    let init_requests = init
-        .iter()
-        .enumerate()
-        .map(|(i, c)| {
-            Ok(ContainerRequests {
-                requests: parse("initContainers", i, c)?,
-                sidecar: c.sidecar,
-            })
+        .map(|c| ContainerRequests {
+            requests: c.requests.clone(),
+            sidecar: c.sidecar,
         })
-        .collect::<Result<Vec<_>, String>>()?;
-    let overhead =
-        Resources::from_list(overhead.iter().copied()).map_err(|e| format!("spec.overhead.{e}"))?;
+        .collect();
     let ports = init
         .iter()
         .chain(containers)
@@ -227,11 +215,11 @@ fn requests_and_ports(
             sidecar: c.sidecar,
         })
         .collect();
-    Ok(Requests {
-        requests: pod_requests(&regular, &init_requests, &overhead),
-        non_zero: pod_requests(&non_zero_regular, &non_zero_init, &overhead),
+    Requests {
+        requests: pod_requests(&regular, &init_requests, overhead),
+        non_zero: pod_requests(&non_zero_regular, &non_zero_init, overhead),
         host_ports: ports,
-    })
+    }
 }
 
 /// The request-related parts of a spec, computed once.
@@ -321,14 +309,15 @@ fn preemption_from_api(pod: &Pod) -> PreemptionInfo {
 /// The spec of a pod the API server accepted (so its quantities are valid;
 /// one that still fails to parse counts as zero rather than failing the watch).
 fn spec_from_api(pod_name: &str, spec: &k8s_openapi::api::core::v1::PodSpec) -> PodSpecInfo {
-    fn view(c: &k8s_openapi::api::core::v1::Container) -> ContainerView<'_> {
-        ContainerView {
-            requests: c
-                .resources
-                .as_ref()
-                .and_then(|r| r.requests.as_ref())
-                .map(|r| r.iter().map(|(k, q)| (k.as_str(), q.0.as_str())).collect())
-                .unwrap_or_default(),
+    fn list(list: Option<&BTreeMap<String, Quantity>>) -> Result<Resources, QuantityError> {
+        Resources::from_list(
+            list.iter()
+                .flat_map(|l| l.iter().map(|(k, q)| (k.as_str(), q.0.as_str()))),
+        )
+    }
+    fn view(c: &k8s_openapi::api::core::v1::Container) -> Result<ContainerView, QuantityError> {
+        Ok(ContainerView {
+            requests: list(c.resources.as_ref().and_then(|r| r.requests.as_ref()))?,
             ports: c
                 .ports
                 .iter()
@@ -336,17 +325,27 @@ fn spec_from_api(pod_name: &str, spec: &k8s_openapi::api::core::v1::PodSpec) -> 
                 .filter_map(|p| host_port(p.host_port, p.protocol.as_deref(), p.host_ip.as_deref()))
                 .collect(),
             sidecar: c.restart_policy.as_deref() == Some("Always"),
-        }
+        })
     }
-    let containers: Vec<_> = spec.containers.iter().map(view).collect();
-    let init: Vec<_> = spec.init_containers.iter().flatten().map(view).collect();
-    let overhead: Vec<(&str, &str)> = spec
-        .overhead
-        .iter()
-        .flatten()
-        .map(|(k, q)| (k.as_str(), q.0.as_str()))
-        .collect();
-    let r = requests_and_ports(&containers, &init, &overhead).unwrap_or_default();
+    let requests = || -> Result<Requests, QuantityError> {
+        let containers = spec
+            .containers
+            .iter()
+            .map(view)
+            .collect::<Result<Vec<_>, _>>()?;
+        let init = spec
+            .init_containers
+            .iter()
+            .flatten()
+            .map(view)
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(requests_and_ports(
+            &containers,
+            &init,
+            &list(spec.overhead.as_ref())?,
+        ))
+    };
+    let r = requests().unwrap_or_default();
     PodSpecInfo {
         node_selector: spec.node_selector.clone().unwrap_or_default(),
         affinity: spec.affinity.clone(),
@@ -388,9 +387,7 @@ impl<'de> Deserialize<'de> for PodInfo {
             spec.preemption_policy.take(),
         );
         let status = wire.status.unwrap_or_default();
-        let spec_info = spec
-            .info(meta.name.as_deref().unwrap_or(""))
-            .map_err(serde::de::Error::custom)?;
+        let spec_info = spec.info(meta.name.as_deref().unwrap_or(""));
         Ok(PodInfo {
             name: meta.name.unwrap_or_default(),
             namespace: meta.namespace.unwrap_or_default(),
@@ -467,7 +464,7 @@ struct WireSpec {
     tolerations: Option<Vec<Toleration>>,
     containers: Option<Vec<WireContainer>>,
     init_containers: Option<Vec<WireContainer>>,
-    overhead: Option<BTreeMap<String, String>>,
+    overhead: Option<Resources>,
     topology_spread_constraints: Option<Vec<TopologySpreadConstraint>>,
     scheduling_gates: Option<Vec<WireName>>,
     volumes: Option<Vec<WireVolume>>,
@@ -483,7 +480,7 @@ struct WireContainer {
 
 #[derive(Deserialize, Default)]
 struct WireResources {
-    requests: Option<BTreeMap<String, String>>,
+    requests: Option<Resources>,
 }
 
 #[derive(Deserialize)]
@@ -516,13 +513,12 @@ struct WireClaim {
 }
 
 impl WireContainer {
-    fn view(&self) -> ContainerView<'_> {
+    fn view(&self) -> ContainerView {
         ContainerView {
             requests: self
                 .resources
                 .as_ref()
-                .and_then(|r| r.requests.as_ref())
-                .map(|r| r.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect())
+                .and_then(|r| r.requests.clone())
                 .unwrap_or_default(),
             ports: self
                 .ports
@@ -536,7 +532,7 @@ impl WireContainer {
 }
 
 impl WireSpec {
-    fn info(self, pod_name: &str) -> Result<PodSpecInfo, String> {
+    fn info(self, pod_name: &str) -> PodSpecInfo {
         let containers: Vec<_> = self
             .containers
             .iter()
@@ -549,14 +545,8 @@ impl WireSpec {
             .flatten()
             .map(WireContainer::view)
             .collect();
-        let overhead: Vec<(&str, &str)> = self
-            .overhead
-            .iter()
-            .flatten()
-            .map(|(k, v)| (k.as_str(), v.as_str()))
-            .collect();
-        let r = requests_and_ports(&containers, &init, &overhead)?;
-        Ok(PodSpecInfo {
+        let r = requests_and_ports(&containers, &init, &self.overhead.unwrap_or_default());
+        PodSpecInfo {
             node_selector: self.node_selector.unwrap_or_default(),
             affinity: self.affinity,
             tolerations: self.tolerations.unwrap_or_default(),
@@ -580,7 +570,7 @@ impl WireSpec {
                     (None, None) => None,
                 })
                 .collect(),
-        })
+        }
     }
 }
 
@@ -700,16 +690,15 @@ mod tests {
     }
 
     #[test]
-    fn bad_quantities_in_requests_are_decode_errors() {
-        let e = serde_json::from_str::<PodInfo>(
-            r#"{"spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":"lots"}}}]}}"#,
-        )
-        .unwrap_err();
-        assert!(
-            e.to_string()
-                .contains("spec.containers[0].resources.requests.cpu: invalid quantity \"lots\""),
-            "{e}"
-        );
+    fn bad_quantities_in_requests_are_decode_errors_at_their_value() {
+        let body =
+            r#"{"spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":"lots"}}}]}}"#;
+        let e = crate::protocol::from_slice::<PodInfo>(body.as_bytes()).unwrap_err();
+        assert_eq!(e.path, "spec.containers[0].resources.requests.cpu");
+        assert_eq!(e.what, "invalid quantity \"lots\"");
+        // serde_json reports a string where it ends, at its closing quote.
+        let closing_quote = body.find("\"lots\"").unwrap() + "\"lots\"".len();
+        assert_eq!((e.line, e.column), (1, closing_quote));
     }
 
     #[test]

@@ -94,6 +94,12 @@ pub fn parse_quantity(s: &str, scale: i128) -> Result<i64, QuantityError> {
     i64::try_from(sign * value).map_err(|_| err())
 }
 
+/// Parses the quantity of resource `name` in the unit placer counts it in:
+/// millicores for `cpu`, plain units (bytes, pods, devices) otherwise.
+pub fn parse_resource(name: &str, quantity: &str) -> Result<i64, QuantityError> {
+    parse_quantity(quantity, if name == "cpu" { 1000 } else { 1 })
+}
+
 impl Resources {
     /// Reads a `ResourceList`-like map; unparsable quantities are errors naming the resource.
     pub fn from_list<'a>(
@@ -101,19 +107,24 @@ impl Resources {
     ) -> Result<Self, QuantityError> {
         let mut r = Resources::default();
         for (name, q) in list {
-            let named = |e: QuantityError| QuantityError(format!("{name}: {e}"));
-            match name {
-                "cpu" => r.milli_cpu = parse_quantity(q, 1000).map_err(named)?,
-                "memory" => r.memory = parse_quantity(q, 1).map_err(named)?,
-                "ephemeral-storage" => r.ephemeral_storage = parse_quantity(q, 1).map_err(named)?,
-                "pods" => r.pods = parse_quantity(q, 1).map_err(named)?,
-                other => {
-                    r.scalar
-                        .insert(other.to_string(), parse_quantity(q, 1).map_err(named)?);
-                }
-            }
+            let value =
+                parse_resource(name, q).map_err(|e| QuantityError(format!("{name}: {e}")))?;
+            r.set(name, value);
         }
         Ok(r)
+    }
+
+    /// Sets resource `name` to `value` (in [`parse_resource`]'s unit).
+    fn set(&mut self, name: &str, value: i64) {
+        match name {
+            "cpu" => self.milli_cpu = value,
+            "memory" => self.memory = value,
+            "ephemeral-storage" => self.ephemeral_storage = value,
+            "pods" => self.pods = value,
+            other => {
+                self.scalar.insert(other.to_string(), value);
+            }
+        }
     }
 
     /// Adds `other` to `self`, resource by resource.
@@ -152,6 +163,58 @@ impl Resources {
             let e = self.scalar.entry(k.clone()).or_default();
             *e = (*e).max(*v);
         }
+    }
+}
+
+/// Decodes a `ResourceList` (`{"cpu": "250m", ...}`) straight into
+/// [`Resources`]. A bad quantity fails while its own value is decoded, so the
+/// decoder reports that value's position and field path.
+impl<'de> serde::Deserialize<'de> for Resources {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_map(ListVisitor)
+    }
+}
+
+struct ListVisitor;
+
+impl<'de> serde::de::Visitor<'de> for ListVisitor {
+    type Value = Resources;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a map of resource names to quantities")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Resources, A::Error> {
+        let mut r = Resources::default();
+        while let Some(name) = map.next_key::<String>()? {
+            let value = map.next_value_seed(QuantitySeed(&name))?;
+            r.set(&name, value);
+        }
+        Ok(r)
+    }
+}
+
+/// One quantity of the resource it names, parsed inside the decoder's string
+/// call so that a parse error gets the string's position.
+struct QuantitySeed<'a>(&'a str);
+
+impl<'de> serde::de::DeserializeSeed<'de> for QuantitySeed<'_> {
+    type Value = i64;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<i64, D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl serde::de::Visitor<'_> for QuantitySeed<'_> {
+    type Value = i64;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a quantity string")
+    }
+
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<i64, E> {
+        parse_resource(self.0, v).map_err(E::custom)
     }
 }
 

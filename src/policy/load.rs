@@ -3,7 +3,8 @@
 //! Decoding is strict, like `KubeSchedulerConfiguration`: unknown keys,
 //! unknown plugins and bad values fail with `file:line:column: field: message`.
 //! Plugin arguments are decoded by the plugin's own type straight from the
-//! YAML stream, so their errors keep their positions too.
+//! YAML stream, so their errors keep their positions too. The text is first
+//! checked against the nesting and alias limits of [`crate::yaml`].
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
@@ -21,12 +22,15 @@ use crate::plugins::{PLUGIN_NAMES, PluginArgs};
 #[derive(Debug, thiserror::Error)]
 pub enum PolicyError {
     /// The file could not be read.
-    #[error("{file}: {source}")]
+    ///
+    /// The OS error is part of the message and deliberately not the
+    /// `source()`: printers of error chains would show its text twice.
+    #[error("{file}: {error}")]
     Read {
         /// The file.
         file: String,
         /// Why.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The content is invalid.
     #[error("{file}:{line}:{column}: {message}")]
@@ -45,21 +49,26 @@ pub enum PolicyError {
 /// Reads and validates the policy at `path`.
 pub fn load(path: &Path) -> Result<Policy, PolicyError> {
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| PolicyError::Read {
+    let text = std::fs::read_to_string(path).map_err(|error| PolicyError::Read {
         file: file.clone(),
-        source,
+        error,
     })?;
     parse(&text, &file)
 }
 
 /// Validates policy `text`; `file` names it in errors.
 pub fn parse(text: &str, file: &str) -> Result<Policy, PolicyError> {
+    crate::yaml::check_limits(text).map_err(|e| PolicyError::Invalid {
+        file: file.to_string(),
+        line: e.mark.line,
+        column: e.mark.column,
+        message: e.message,
+    })?;
     let de = serde_yaml_ng::Deserializer::from_str(text);
     let raw: RawPolicy = serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
-        let inner = e.into_inner();
-        let (line, column) = inner.location().map_or((0, 0), |l| (l.line(), l.column()));
-        let mut message = strip_location(&inner.to_string());
+        let (mark, mut message) = crate::yaml::split_error(e.inner());
+        let (line, column) = mark.map_or((0, 0), |m| (m.line, m.column));
         // serde_yaml_ng prefixes the path of the enclosing mapping; the
         // tracked path is at least as deep, so keep only that one.
         if let Some((prefix, rest)) = message.split_once(": ")
@@ -85,15 +94,6 @@ pub fn parse(text: &str, file: &str) -> Result<Policy, PolicyError> {
             column,
             message,
         })
-}
-
-/// serde_yaml_ng appends " at line L column C" to messages; we print the
-/// position up front instead.
-fn strip_location(msg: &str) -> String {
-    match msg.rfind(" at line ") {
-        Some(i) => msg[..i].to_string(),
-        None => msg.to_string(),
-    }
 }
 
 /// 1-based line and column of the `nth` (1-based) occurrence of `needle`,
@@ -402,5 +402,43 @@ profiles:
             err("apiVersion: placer/v1alpha1\nkind: Policy\n").contains("missing field `profiles`")
         );
         assert!(err(": :\n  - [").starts_with("p.yaml:"));
+    }
+
+    #[test]
+    fn deep_nesting_is_refused_at_the_first_level_too_many() {
+        let depth = 100_000;
+        let text = format!(
+            "apiVersion: placer/v1alpha1\nkind: Policy\nprofiles:\n  - schedulerName: x\n    plugins: {}{}\n",
+            "[".repeat(depth),
+            "]".repeat(depth)
+        );
+        // Levels: the document 1, profiles 2, the profile 3, so the 62nd `[`
+        // (column 13 + 62) is level 65.
+        assert_eq!(
+            err(&text),
+            "p.yaml:5:75: mappings and sequences nest deeper than 64 levels"
+        );
+    }
+
+    #[test]
+    fn aliases_may_not_expand_the_policy_past_its_own_size() {
+        let big = "x".repeat(1 << 20);
+        let mut text = format!(
+            "apiVersion: placer/v1alpha1\nkind: Policy\nprofiles:\n  - schedulerName: x\n    plugins:\n      - name: CapabilityFilter\n        args:\n          rules:\n            - {{podAnnotation: &big {big}, nodeLabel: a}}\n"
+        );
+        for i in 0..2000 {
+            text.push_str(&format!(
+                "            - {{podAnnotation: *big, nodeLabel: l{i}}}\n"
+            ));
+        }
+        // The first alias doubles the file; the second would go past it.
+        let e = err(&text);
+        assert!(
+            e.starts_with(&format!(
+                "p.yaml:11:31: aliases expand to more than {} bytes",
+                text.len()
+            )),
+            "{e}"
+        );
     }
 }

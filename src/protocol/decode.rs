@@ -69,6 +69,11 @@ impl DecodeError {
                 .rposition(|&b| b == b'\n')
                 .map_or(0, |i| i + 1)
             + 1;
+        // No position inside the value (an error raised after it was read):
+        // point at the value itself.
+        if self.line == 0 {
+            (self.line, self.column) = (1, 1);
+        }
         if self.line <= 1 {
             self.column += base_column - 1;
         }

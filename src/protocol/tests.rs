@@ -183,3 +183,22 @@ fn nested_errors_count_from_the_request_body() {
     assert_eq!((e.line, e.column), (2, 37));
     assert!(e.to_string().starts_with("invalid JSON at line 2 column 37, field Pod.metadata.labels.app: invalid type: integer `5`"), "{e}");
 }
+
+#[test]
+fn an_error_without_a_position_points_at_the_embedded_value() {
+    /// Fails after reading its whole value, as a cross-field check would.
+    #[derive(Debug)]
+    struct Refused;
+    impl<'de> serde::Deserialize<'de> for Refused {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            serde::de::IgnoredAny::deserialize(d)?;
+            Err(serde::de::Error::custom("refused"))
+        }
+    }
+    let body = b"{\"NodeNames\":[],\n  \"Pod\":{\"a\":1}}";
+    let args: ExtenderArgs = from_slice(body).unwrap();
+    let e = from_raw::<Refused>(args.pod.as_deref().unwrap(), "Pod").unwrap_err();
+    assert_eq!((e.line, e.column), (0, 0));
+    let e = e.relocate(body);
+    assert_eq!((e.line, e.column), (2, 9), "the Pod's opening brace");
+}

@@ -168,3 +168,36 @@ fn version_prints_name_and_version() {
         format!("placer {}\n", env!("CARGO_PKG_VERSION"))
     );
 }
+
+#[test]
+fn a_missing_file_names_its_os_error_once() {
+    let missing = "/nonexistent/placer-missing.yaml";
+    let not_found = "No such file or directory (os error 2)";
+    let out = run(&["check-policy", missing]);
+    assert!(!out.status.success(), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!("error: {missing}: {not_found}\n")
+    );
+
+    let policy = repo_file("policy.yaml");
+    let policy = policy.to_str().expect("UTF-8 path");
+    for source in ["--snapshot", "--kubeconfig"] {
+        let out = run(&[
+            "serve",
+            "--policy",
+            policy,
+            source,
+            missing,
+            "--listen",
+            "127.0.0.1:0",
+        ]);
+        assert!(!out.status.success(), "{out:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(stderr.matches(not_found).count(), 1, "{source}: {stderr}");
+        assert!(
+            stderr.ends_with(&format!("{not_found}\n")),
+            "{source}: {stderr}"
+        );
+    }
+}

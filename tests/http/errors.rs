@@ -523,3 +523,52 @@ async fn five_thousand_full_nodes_are_echoed() {
     );
     assert_eq!(v["Error"], "");
 }
+
+/// 1-based line and column of the last byte of the first `needle` in `body`:
+/// serde_json reports a string value at its closing quote.
+fn end_of(body: &str, needle: &str) -> (usize, usize) {
+    let end = body.find(needle).expect("needle in body") + needle.len();
+    let before = &body[..end];
+    let line = before.matches('\n').count() + 1;
+    (line, end - before.rfind('\n').map_or(0, |i| i + 1))
+}
+
+#[tokio::test]
+async fn bad_quantities_are_reported_where_they_sit_in_the_body() {
+    let app = App::default();
+    let pod = PodJson::new("p").json().replace(
+        r#""resources":{}"#,
+        r#""resources":{"requests":{"cpu":"abc"}}"#,
+    );
+    let body = format!(r#"{{"Pod":{pod},"Nodes":null,"NodeNames":["a1"]}}"#);
+    let (line, column) = end_of(&body, r#""abc""#);
+    assert!(
+        column > 100,
+        "deep inside the body, not at the Pod: {column}"
+    );
+    assert_bad_args(
+        &app,
+        &body,
+        &format!(
+            "invalid JSON at line {line} column {column}, field Pod.spec.containers[0].resources.requests.cpu: invalid quantity \"abc\""
+        ),
+    )
+    .await;
+
+    // A full node on its own line, its allocatable memory out of range.
+    let node = node_json("n1", &[]).replace(
+        r#""allocatable":{"cpu":"7800m","memory":"31Gi""#,
+        r#""allocatable":{"cpu":"7800m","memory":"1e9999""#,
+    );
+    let body = nodes_args(&PodJson::new("p"), "{}", &[format!("\n{node}")]);
+    let (line, column) = end_of(&body, r#""1e9999""#);
+    assert_eq!(line, 2);
+    assert_bad_args(
+        &app,
+        &body,
+        &format!(
+            "invalid JSON at line 2 column {column}, field Nodes.items[0].status.allocatable.memory: invalid quantity \"1e9999\""
+        ),
+    )
+    .await;
+}
