@@ -41,9 +41,9 @@ pub fn rss_mib(pid: u32) -> anyhow::Result<(f64, f64)> {
             .find_map(|l| l.strip_prefix(key))
             .ok_or_else(|| anyhow!("{path}: no {key}"))?;
         let value = line.trim().trim_end_matches("kB").trim();
-        Ok(value
+        value
             .parse::<f64>()
-            .with_context(|| format!("{path}: {key} {value:?}"))?)
+            .with_context(|| format!("{path}: {key} {value:?}"))
     };
     Ok((kib("VmRSS:")? / 1024.0, kib("VmHWM:")? / 1024.0))
 }

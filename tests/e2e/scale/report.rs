@@ -88,7 +88,7 @@ pub fn render(size: Size, outcomes: &[Outcome]) -> String {
          kube-scheduler exposes no extender latency; its algorithm duration includes the \
          extender calls.\n\n\
          | workload | configuration | kube-scheduler algorithm | Filter | Score | Bind | \
-         placer /filter | placer /prioritize | placer scheduling | placer bind |\n\
+         placer /filter | placer /prioritize | placer queued→bound | placer bind |\n\
          | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
     );
     let q3 = [0.5, 0.9, 0.99];

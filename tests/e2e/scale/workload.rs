@@ -73,7 +73,7 @@ pub fn node_name(env: &TestEnv, i: usize) -> String {
 
 /// Whether node `i` has hardware encryption (every other node).
 pub fn node_has_hw(i: usize) -> bool {
-    i % 2 == 0
+    i.is_multiple_of(2)
 }
 
 /// Node `i`: kwok's (annotation), no taints, no conditions yet (kwok's node-initialize stage makes
@@ -184,20 +184,25 @@ pub fn pod(env: &TestEnv, scheduler: &str, i: usize) -> Pod {
         .node_selector(RUN_LABEL, env.run_id())
         .request("cpu", &format!("{POD_MILLICPU}m"))
         .request("memory", "128Mi");
-    if i % 4 == 0 {
+    if i.is_multiple_of(4) {
         pod = pod.label("qos", "latency-sensitive");
     }
-    if i % 5 == 0 {
+    if wants_hw(i) {
         pod = pod.annotation(HW_ANNOTATION, "true");
     }
     pod.build()
 }
 
-/// Whether measured pod `i` asks for hardware encryption.
+/// Whether measured pod `i` asks for hardware encryption (every fifth).
+fn wants_hw(i: usize) -> bool {
+    i.is_multiple_of(5)
+}
+
+/// Whether the measured pod named `name` asks for hardware encryption.
 pub fn pod_wants_hw(name: &str) -> bool {
     name.strip_prefix("p-")
         .and_then(|i| i.parse::<usize>().ok())
-        .is_some_and(|i| i % 5 == 0)
+        .is_some_and(wants_hw)
 }
 
 /// Creates the initial pods in `namespace`, already bound round-robin (no scheduler sees them),
