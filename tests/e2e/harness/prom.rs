@@ -88,6 +88,15 @@ impl Histogram {
         }
     }
 
+    /// The largest finite bucket bound: a quantile equal to it lies at or above it.
+    pub fn top_bound(&self) -> Option<f64> {
+        self.buckets
+            .iter()
+            .rev()
+            .map(|(le, _)| *le)
+            .find(|le| le.is_finite())
+    }
+
     /// The mean observation, `None` without observations.
     pub fn mean(&self) -> Option<f64> {
         (self.count > 0.0).then(|| self.sum / self.count)

@@ -86,7 +86,7 @@ pub fn render(size: Size, outcomes: &[Outcome]) -> String {
     out.push_str(
         "\nLatencies in ms (p50 / p90 / p99) from each scheduler's /metrics over the run. \
          kube-scheduler exposes no extender latency; its algorithm duration includes the \
-         extender calls.\n\n\
+         extender calls; ≥ marks a quantile above the histogram's largest finite bucket.\n\n\
          | workload | configuration | kube-scheduler algorithm | Filter | Score | Bind | \
          placer /filter | placer /prioritize | placer queued→bound | placer bind |\n\
          | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
