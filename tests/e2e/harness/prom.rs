@@ -151,6 +151,7 @@ x_seconds_count{profile="b"} 7
         assert!((p50 - 0.0055).abs() < 1e-9, "{p50}");
         // Rank 3.96 falls in +Inf: the largest finite bound.
         assert_eq!(a.quantile(0.99), Some(0.01));
+        assert_eq!(a.top_bound(), Some(0.01));
         let all = Histogram::parse(TEXT, "x_seconds", &[]);
         assert_eq!(all.count, 11.0);
         assert_eq!(all.since(&a).count, 7.0);

@@ -22,10 +22,13 @@ fn quantiles(h: &Histogram, qs: &[f64]) -> String {
     if h.count <= 0.0 {
         return "–".into();
     }
+    let top = h.top_bound();
     qs.iter()
-        .map(|q| {
-            h.quantile(*q)
-                .map_or("?".into(), |s| format!("{:.1}", s * 1e3))
+        .map(|q| match h.quantile(*q) {
+            // In the +Inf bucket: only a lower bound is known.
+            Some(s) if Some(s) == top => format!("≥{:.1}", s * 1e3),
+            Some(s) => format!("{:.1}", s * 1e3),
+            None => "?".into(),
         })
         .collect::<Vec<_>>()
         .join(" / ")
