@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test placer has: unit tests, HTTP tests, ops tests (TLS, reload,
 # metrics) and the end-to-end tests against a real etcd + kube-apiserver +
-# stock kube-scheduler built from Go modules (cached after the first build).
+# stock kube-scheduler built from Go modules, with kwok playing the kubelets of the
+# scale test's fake nodes (both cached after the first build).
 #
 # Fails if any test was ignored: an end-to-end test that cannot start its
 # control plane fails rather than skips, and nothing is silently left out.
@@ -16,6 +17,9 @@ start=$(date +%s)
 bin_dir=$(bash tests/cluster/build.sh | tail -n 1)
 echo "test.sh: control-plane binaries ready in $(( $(date +%s) - start ))s: $bin_dir"
 export PLACER_E2E_BIN_DIR="$bin_dir"
+kwok_dir=$(bash tests/cluster/build-kwok.sh | tail -n 1)
+echo "test.sh: kwok ready in $(( $(date +%s) - start ))s: $kwok_dir"
+export PLACER_E2E_KWOK_DIR="$kwok_dir"
 
 mkdir -p target
 log=target/test-output.log

@@ -27,20 +27,18 @@
 //! PLACER_E2E_PLACER_BIN=$PWD/target/release/placer cargo test --test e2e throughput -- --nocapture
 //! ```
 
-use std::collections::{BTreeMap, HashMap};
-use std::ops::ControlFlow;
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, ensure};
 use futures::{StreamExt as _, TryStreamExt as _};
-use k8s_openapi::api::core::v1::{Event, Namespace, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
-use kube::api::{DeleteParams, ListParams, PostParams};
-use serde_json::json;
+use kube::api::PostParams;
 
 use crate::harness::bind_watch::BindWatch;
+use crate::harness::bound_once::{KUBE_SCHEDULER_BOUND_LINE, PLACER_BOUND_LINE};
 use crate::harness::compare::{KubeSchedulerYaml, comparable_plugins, placer_policy};
-use crate::harness::logs::{field, lines_with};
 use crate::harness::{Placer, PodBuilder, RUN_LABEL, Scheduler, TestEnv, ZONE_LABEL};
 
 const NODES: usize = 100;
@@ -108,14 +106,17 @@ async fn standalone_placer_and_kube_scheduler_bind_1000_pods() -> anyhow::Result
             label: "placer",
             scheduler_name: placer_name,
             log: placer.log_path(),
-            bound_line: "bound pod",
+            bound_line: PLACER_BOUND_LINE,
         },
     )
     .await?;
-    delete_all_pods(&env, env.namespace()).await?;
+    env.delete_all_pods(env.namespace(), 0, Duration::from_secs(60))
+        .await?;
+    // Let both schedulers' caches take the deletions in before the next run.
+    tokio::time::sleep(Duration::from_secs(2)).await;
 
     let kube_ns = env.name("kube");
-    create_namespace(&env, &kube_ns).await?;
+    env.create_namespace(&kube_ns).await?;
     let kube_run = measure(
         &env,
         &kube_ns,
@@ -123,7 +124,7 @@ async fn standalone_placer_and_kube_scheduler_bind_1000_pods() -> anyhow::Result
             label: "kube-scheduler",
             scheduler_name: kube_name,
             log: kube.log_path(),
-            bound_line: "Successfully bound pod to node",
+            bound_line: KUBE_SCHEDULER_BOUND_LINE,
         },
     )
     .await?;
@@ -170,18 +171,6 @@ async fn create_nodes(env: &TestEnv) -> anyhow::Result<()> {
         .buffer_unordered(NODE_CREATES_IN_FLIGHT)
         .try_collect::<Vec<_>>()
         .await?;
-    Ok(())
-}
-
-/// A namespace labelled like the test's own.
-async fn create_namespace(env: &TestEnv, name: &str) -> anyhow::Result<()> {
-    let ns: Namespace = serde_json::from_value(json!({
-        "metadata": { "name": name, "labels": { RUN_LABEL: env.run_id() } }
-    }))?;
-    Api::<Namespace>::all(env.client().clone())
-        .create(&PostParams::default(), &ns)
-        .await
-        .with_context(|| format!("create namespace {name}"))?;
     Ok(())
 }
 
@@ -261,113 +250,9 @@ async fn measure(env: &TestEnv, namespace: &str, who: &Contender<'_>) -> anyhow:
         per_node.values().max().unwrap_or(&0),
     );
 
-    check_bound_once_in_log(env, namespace, who).await?;
-    check_one_scheduled_event_each(env, namespace, who.label).await?;
+    env.check_bound_once_in_log(namespace, PODS, who.log, who.bound_line)
+        .await?;
+    env.check_one_scheduled_event_each(namespace, PODS, who.label)
+        .await?;
     Ok(RunResult { created, wall })
-}
-
-/// Every pod of the run has exactly one binding line in the scheduler's log.
-async fn check_bound_once_in_log(
-    env: &TestEnv,
-    namespace: &str,
-    who: &Contender<'_>,
-) -> anyhow::Result<()> {
-    let prefix = format!("{namespace}/");
-    let per_pod = env
-        .poll(
-            &format!("{PODS} binding lines in {}'s log", who.label),
-            Duration::from_secs(30),
-            || async {
-                let mut per_pod: BTreeMap<String, usize> = BTreeMap::new();
-                for line in lines_with(who.log, &[who.bound_line])? {
-                    if let Some(pod) = field(&line, "pod").and_then(|p| p.strip_prefix(&prefix)) {
-                        *per_pod.entry(pod.to_owned()).or_default() += 1;
-                    }
-                }
-                Ok(if per_pod.len() == PODS {
-                    ControlFlow::Break(per_pod)
-                } else {
-                    ControlFlow::Continue(format!("{} pods logged", per_pod.len()))
-                })
-            },
-        )
-        .await?;
-    let twice: Vec<_> = per_pod.iter().filter(|(_, n)| **n != 1).collect();
-    ensure!(
-        twice.is_empty(),
-        "{}: pods with more than one binding line: {twice:?}",
-        who.label
-    );
-    Ok(())
-}
-
-/// Every pod of the run has exactly one `Scheduled` event, not repeated (no series).
-async fn check_one_scheduled_event_each(
-    env: &TestEnv,
-    namespace: &str,
-    label: &str,
-) -> anyhow::Result<()> {
-    let events: Api<Event> = Api::namespaced(env.client().clone(), namespace);
-    let params = ListParams::default().fields("reason=Scheduled");
-    let per_pod = env
-        .poll(
-            &format!("{PODS} Scheduled events of {label}"),
-            Duration::from_secs(30),
-            || async {
-                let mut per_pod: BTreeMap<String, i32> = BTreeMap::new();
-                for e in events.list(&params).await?.items {
-                    let times = e
-                        .series
-                        .as_ref()
-                        .and_then(|s| s.count)
-                        .into_iter()
-                        .chain(e.count)
-                        .max()
-                        .unwrap_or(1)
-                        .max(1);
-                    let pod = e.involved_object.name.unwrap_or_default();
-                    *per_pod.entry(pod).or_default() += times;
-                }
-                Ok(if per_pod.len() >= PODS {
-                    ControlFlow::Break(per_pod)
-                } else {
-                    ControlFlow::Continue(format!("{} pods with events", per_pod.len()))
-                })
-            },
-        )
-        .await?;
-    let repeated: Vec<_> = per_pod.iter().filter(|(_, n)| **n != 1).collect();
-    ensure!(
-        repeated.is_empty() && per_pod.len() == PODS,
-        "{label}: {} pods with Scheduled events, not exactly once: {repeated:?}",
-        per_pod.len()
-    );
-    Ok(())
-}
-
-/// Deletes every pod of `namespace` (grace 0) and waits until they are gone.
-async fn delete_all_pods(env: &TestEnv, namespace: &str) -> anyhow::Result<()> {
-    let api: Api<Pod> = Api::namespaced(env.client().clone(), namespace);
-    api.delete_collection(
-        &DeleteParams::default().grace_period(0),
-        &ListParams::default(),
-    )
-    .await
-    .with_context(|| format!("delete the pods of {namespace}"))?;
-    env.poll(
-        &format!("the pods of {namespace} to be gone"),
-        Duration::from_secs(60),
-        || async {
-            let left = api.list(&ListParams::default().limit(1)).await?;
-            Ok(if left.items.is_empty() {
-                ControlFlow::Break(())
-            } else {
-                ControlFlow::Continue(format!("{:?} left", left.metadata.remaining_item_count))
-            })
-        },
-    )
-    .await?;
-    // Let both schedulers' caches take the deletions in before the next run.
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    Ok(())
 }

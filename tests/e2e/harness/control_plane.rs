@@ -40,7 +40,7 @@ impl Binaries {
     fn locate() -> anyhow::Result<Self> {
         let dir = match std::env::var_os("PLACER_E2E_BIN_DIR") {
             Some(dir) => PathBuf::from(dir),
-            None => build_with_script()?,
+            None => build_with_script("tests/cluster/build.sh")?,
         };
         let bins = Self { dir };
         for name in ["etcd", "kube-apiserver", "kube-scheduler"] {
@@ -60,9 +60,10 @@ impl Binaries {
     }
 }
 
-/// Runs `tests/cluster/build.sh` (its stderr goes to the test output) and returns its last line.
-fn build_with_script() -> anyhow::Result<PathBuf> {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cluster/build.sh");
+/// Runs the build script at `relative` (to the repository root; its stderr goes to the test
+/// output) and returns the directory it prints on its last line.
+pub(super) fn build_with_script(relative: &str) -> anyhow::Result<PathBuf> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join(relative);
     let output = Command::new("bash")
         .arg(&script)
         .stderr(std::process::Stdio::inherit())
@@ -205,6 +206,11 @@ impl ControlPlane {
     /// Tails of the etcd and API server logs, for failure reports.
     pub fn log_tails(&self, lines: usize) -> String {
         self.apiserver.log_tail(lines) + &self.etcd.log_tail(lines)
+    }
+
+    /// The process ids of kube-apiserver and etcd (to read their CPU time and memory).
+    pub fn pids(&self) -> (u32, u32) {
+        (self.apiserver.pid(), self.etcd.pid())
     }
 
     /// The directory holding PKI, etcd data and logs of the control plane.

@@ -12,7 +12,10 @@
 //! - `logs`: lines and `key=value` fields of placer's and kube-scheduler's logs;
 //! - `manifests`: loading `manifests/` and applying it with server-side dry run;
 //! - `compare` and `bind_watch`: standalone placer and stock kube-scheduler running the same
-//!   plugins; when and where each pod of a namespace got bound;
+//!   plugins; when and where each pod of a namespace got bound; `bound_once`: every pod bound
+//!   exactly once according to the scheduler's log and events;
+//! - `kwok`: fake nodes whose kubelet kwok plays (Ready, leases, pods Running, deletions done);
+//! - `procstat` and `prom`: CPU seconds and RSS from `/proc`, histograms from `/metrics`;
 //! - `standalone`: placer as the only scheduler: the shipped standalone profile under the test's
 //!   scheduler name, events and FitError texts, the leader-election Lease, restricted identities.
 //!
@@ -23,18 +26,22 @@
 #![allow(dead_code, unused_imports)]
 
 pub mod bind_watch;
+pub mod bound_once;
 pub mod compare;
 mod control_plane;
 mod env;
 mod fixtures;
 mod ids;
+pub mod kwok;
 pub mod logs;
 pub mod manifests;
 mod pki;
 mod placer;
 mod policy;
-mod probe;
-mod process;
+pub mod probe;
+pub mod process;
+pub mod procstat;
+pub mod prom;
 mod scenario;
 mod scheduler;
 mod standalone;

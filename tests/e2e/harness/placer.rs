@@ -111,11 +111,17 @@ impl Placer {
         serde_json::from_str(&body).with_context(|| format!("GET {path}: not JSON: {body}"))
     }
 
+    /// placer's `/metrics` (Prometheus text).
+    pub async fn metrics(&self) -> anyhow::Result<String> {
+        let (status, body) = http_get(self.port, "/metrics").await?;
+        ensure!(status == 200, "GET /metrics: status {status}: {body}");
+        Ok(body)
+    }
+
     /// The value of one series of placer's `/metrics`, given exactly as exposed, e.g.
     /// `placer_requests_total{verb="bind",outcome="success"}`; `None` when it is not exposed.
     pub async fn metric(&self, series: &str) -> anyhow::Result<Option<f64>> {
-        let (status, body) = http_get(self.port, "/metrics").await?;
-        ensure!(status == 200, "GET /metrics: status {status}: {body}");
+        let body = self.metrics().await?;
         body.lines()
             .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
             .map(|value| {

@@ -141,6 +141,7 @@ pub struct SchedulerConfig {
     scheduler_name: String,
     extenders: Vec<ExtenderConfig>,
     score: ScorePlugins,
+    client_rate: Option<(f64, u32)>,
 }
 
 impl SchedulerConfig {
@@ -150,6 +151,7 @@ impl SchedulerConfig {
             scheduler_name: scheduler_name.to_owned(),
             extenders: Vec::new(),
             score: ScorePlugins::Defaults,
+            client_rate: None,
         }
     }
 
@@ -167,6 +169,13 @@ impl SchedulerConfig {
         self
     }
 
+    /// Sets `clientConnection.qps` and `.burst` (default: kube-scheduler's own, qps 50, burst 100).
+    #[must_use]
+    pub fn client_rate(mut self, qps: f64, burst: u32) -> Self {
+        self.client_rate = Some((qps, burst));
+        self
+    }
+
     /// The configuration as YAML (JSON, a subset of YAML) using `kubeconfig` to reach the API.
     pub fn render(&self, kubeconfig: &Path) -> String {
         let mut profile = json!({ "schedulerName": self.scheduler_name });
@@ -178,10 +187,15 @@ impl SchedulerConfig {
             profile["plugins"] =
                 json!({ "score": { "disabled": [{ "name": "*" }], "enabled": enabled } });
         }
+        let mut client = json!({ "kubeconfig": kubeconfig });
+        if let Some((qps, burst)) = self.client_rate {
+            client["qps"] = json!(qps);
+            client["burst"] = json!(burst);
+        }
         let config = json!({
             "apiVersion": "kubescheduler.config.k8s.io/v1",
             "kind": "KubeSchedulerConfiguration",
-            "clientConnection": { "kubeconfig": kubeconfig },
+            "clientConnection": client,
             "leaderElection": { "leaderElect": false },
             "podInitialBackoffSeconds": 1,
             "podMaxBackoffSeconds": 2,
@@ -237,6 +251,9 @@ impl Scheduler {
             "--bind-address=127.0.0.1".to_owned(),
             format!("--secure-port={}", self.port),
             format!("--cert-dir={}", self.cert_dir.display()),
+            // Anonymous reads of /metrics, as of the health endpoints (the scale benchmark
+            // reads kube-scheduler's own latency histograms).
+            "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics".to_owned(),
             "--v=2".to_owned(),
         ]);
         let process = ChildProcess::spawn("kube-scheduler", cmd, &self.log)?;
@@ -247,6 +264,16 @@ impl Scheduler {
         .await?;
         self.process = Some(process);
         Ok(())
+    }
+
+    /// The process id while the scheduler runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.process.as_ref().map(ChildProcess::pid)
+    }
+
+    /// kube-scheduler's `/metrics` (Prometheus text).
+    pub async fn metrics(&self) -> anyhow::Result<String> {
+        https_get_insecure(&format!("https://127.0.0.1:{}", self.port), "/metrics").await
     }
 
     /// kube-scheduler's log file (`--v=2`: it logs every binding it makes or delegates).

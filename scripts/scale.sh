@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# The scale benchmark (docs/benchmarks.md, "Scheduling at scale"): five scheduler
+# configurations schedule the same workloads on one control plane whose nodes are
+# kwok's fake nodes, one configuration at a time:
+#
+#   a. kube-scheduler, default plugins      b. kube-scheduler + placer as extender
+#   c. placer standalone                    d. kube-scheduler, placer's comparable plugins
+#   e. kube-scheduler + the floor (../shared/tools/floor) as extender
+#
+# Workloads: SchedulingBasic (pods created while the scheduler runs) and pre-created
+# (pods exist before it starts). Builds the control plane, kwok, release placer and the
+# floor, then runs the e2e test `scale` (release build) once per size and prints its
+# tables (also written to $OUT/<size>.md).
+#
+# Everything talks to 127.0.0.1 only. Bounds: each run must bind every pod within
+# 60 s + 20 ms per pod (else it fails); each size's test is killed after
+# SCALE_TIMEOUT seconds.
+#
+# Knobs (environment): SCALE_SIZES (default "1000x3000 5000x10000"), SCALE_CONFIGS
+# (letters, default abcde), SCALE_WORKLOADS (default basic,precreated), SCALE_OUT
+# (default target/scale-run), SCALE_TIMEOUT (per size, default 3600).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SIZES=${SCALE_SIZES:-1000x3000 5000x10000}
+OUT=${SCALE_OUT:-target/scale-run}
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+step() { printf '\n==> %s\n' "$*" >&2; }
+
+step "control plane and kwok"
+PLACER_E2E_BIN_DIR=$(bash tests/cluster/build.sh | tail -n 1)
+PLACER_E2E_KWOK_DIR=$(bash tests/cluster/build-kwok.sh | tail -n 1)
+export PLACER_E2E_BIN_DIR PLACER_E2E_KWOK_DIR
+
+step "release placer and the floor"
+cargo build --release --locked --bin placer
+CARGO_TARGET_DIR="$PWD/target/floor" cargo build --release --manifest-path ../shared/tools/floor/Cargo.toml
+export PLACER_E2E_PLACER_BIN="$PWD/target/release/placer"
+export PLACER_SCALE_FLOOR_BIN="$PWD/target/floor/release/floor"
+export PLACER_SCALE_CONFIGS=${SCALE_CONFIGS:-abcde}
+export PLACER_SCALE_WORKLOADS=${SCALE_WORKLOADS:-basic,precreated}
+export PLACER_E2E_RUST_LOG=${PLACER_E2E_RUST_LOG:-info}
+
+{
+  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "cpus: $(nproc)"
+  echo "model: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
+  echo "memory: $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)"
+  echo "kernel: $(uname -r)"
+  echo "rustc: $(rustc --version)"
+  echo "kube-scheduler: $("$PLACER_E2E_BIN_DIR/kube-scheduler" --version 2>&1 | head -1)"
+  echo "kwok: $("$PLACER_E2E_KWOK_DIR/kwok" --version 2>&1 | head -1)"
+  echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- src tests Cargo.toml 2>/dev/null || echo ' (+ uncommitted changes)')"
+} | tee "$OUT/machine.txt" >&2
+
+for size in $SIZES; do
+  step "scale $size (configurations $PLACER_SCALE_CONFIGS, workloads $PLACER_SCALE_WORKLOADS)"
+  echo "load average before $size: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$OUT/machine.txt" >&2
+  PLACER_SCALE="$size" PLACER_SCALE_OUT="$OUT/$size.md" \
+    timeout "${SCALE_TIMEOUT:-3600}" cargo test --release --locked --test e2e scale:: -- \
+    --nocapture --test-threads=1 2>&1 | tee "$OUT/$size.log" >&2
+  echo "load average after $size: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$OUT/machine.txt" >&2
+done
+
+step "summary"
+cat "$OUT/machine.txt"
+for size in $SIZES; do cat "$OUT/$size.md"; done

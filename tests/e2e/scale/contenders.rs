@@ -1,0 +1,223 @@
+//! The five configurations a scale run compares, each started on the shared control plane with
+//! its own scheduler name, and what each exposes: processes, `/metrics`, its binding log line.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use anyhow::Context as _;
+
+use crate::harness::bound_once::{KUBE_SCHEDULER_BOUND_LINE, PLACER_BOUND_LINE};
+use crate::harness::compare::{KubeSchedulerYaml, comparable_plugins};
+use crate::harness::probe::{free_port, http_get, wait_ready};
+use crate::harness::process::ChildProcess;
+use crate::harness::{
+    ExtenderConfig, Placer, Scheduler, SchedulerConfig, TestEnv, standalone_policy,
+};
+
+/// kube-scheduler's `clientConnection` rate limit in every configuration (its default, qps 50,
+/// would cap every kube-scheduler run near 50 binds/s; placer's client has no such limit).
+const KUBE_QPS: f64 = 1000.0;
+const KUBE_BURST: u32 = 1000;
+
+/// One of the compared configurations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Config {
+    /// a. stock kube-scheduler alone, default plugins.
+    KubeDefault,
+    /// b. stock kube-scheduler with placer as extender (filter + prioritize, names), the
+    /// shipped `policy.yaml`.
+    KubeWithPlacer,
+    /// c. placer standalone, the shipped standalone profile.
+    PlacerStandalone,
+    /// d. kube-scheduler with the plugins of (c) it also has (`comparable_plugins`).
+    KubeComparable,
+    /// e. stock kube-scheduler with the floor (a minimal extender) serving a snapshot.
+    KubeWithFloor,
+}
+
+impl Config {
+    pub const ALL: [Self; 5] = [
+        Self::KubeDefault,
+        Self::KubeWithPlacer,
+        Self::PlacerStandalone,
+        Self::KubeComparable,
+        Self::KubeWithFloor,
+    ];
+
+    /// The letter that selects it in `PLACER_SCALE_CONFIGS`.
+    pub fn letter(self) -> char {
+        match self {
+            Self::KubeDefault => 'a',
+            Self::KubeWithPlacer => 'b',
+            Self::PlacerStandalone => 'c',
+            Self::KubeComparable => 'd',
+            Self::KubeWithFloor => 'e',
+        }
+    }
+
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::KubeDefault => "kube-scheduler, defaults",
+            Self::KubeWithPlacer => "kube-scheduler + placer extender",
+            Self::PlacerStandalone => "placer standalone",
+            Self::KubeComparable => "kube-scheduler, comparable plugins",
+            Self::KubeWithFloor => "kube-scheduler + floor extender",
+        }
+    }
+
+    /// Whether the configuration applies the shipped policy's CapabilityFilter.
+    pub fn enforces_capability(self) -> bool {
+        matches!(
+            self,
+            Self::KubeWithPlacer | Self::PlacerStandalone | Self::KubeWithFloor
+        )
+    }
+}
+
+/// A process of a running configuration, for CPU and memory readings.
+pub struct Proc {
+    pub name: &'static str,
+    pub pid: u32,
+}
+
+/// A configuration, running: its processes stop when it drops (scheduler first).
+pub struct Running {
+    scheduler: Option<Scheduler>,
+    placer: Option<Placer>,
+    floor: Option<ChildProcess>,
+}
+
+impl Running {
+    /// Starts `config` for pods naming `scheduler_name`; `snapshot` is the floor's input (e).
+    pub async fn start(
+        env: &TestEnv,
+        config: Config,
+        scheduler_name: &str,
+        snapshot: Option<&Path>,
+    ) -> anyhow::Result<Self> {
+        let kube = |c: SchedulerConfig| c.client_rate(KUBE_QPS, KUBE_BURST);
+        let mut running = Self {
+            scheduler: None,
+            placer: None,
+            floor: None,
+        };
+        match config {
+            Config::KubeDefault => {
+                let c = kube(SchedulerConfig::new(scheduler_name));
+                running.scheduler = Some(Scheduler::start(env, &c).await?);
+            }
+            Config::KubeWithPlacer => {
+                let shipped = repo_file("policy.yaml");
+                let policy = std::fs::read_to_string(&shipped)
+                    .with_context(|| format!("read {}", shipped.display()))?;
+                let placer = Placer::start(env, &policy).await?;
+                let c = kube(SchedulerConfig::new(scheduler_name))
+                    .extender(ExtenderConfig::new(&placer.url()));
+                running.placer = Some(placer);
+                running.scheduler = Some(Scheduler::start(env, &c).await?);
+            }
+            Config::PlacerStandalone => {
+                let policy = standalone_policy(scheduler_name)?;
+                let placer = Placer::start_with(env, &policy, "placer", "standalone", &[]).await?;
+                running.placer = Some(placer);
+            }
+            Config::KubeComparable => {
+                let yaml = KubeSchedulerYaml::new()
+                    .profile(scheduler_name, &comparable_plugins())
+                    .client_rate(KUBE_QPS, KUBE_BURST)
+                    .render(env);
+                running.scheduler = Some(Scheduler::start_with_yaml(env, &yaml).await?);
+            }
+            Config::KubeWithFloor => {
+                let snapshot = snapshot.context("configuration e needs a snapshot")?;
+                let (floor, url) = start_floor(env, snapshot).await?;
+                let c =
+                    kube(SchedulerConfig::new(scheduler_name)).extender(ExtenderConfig::new(&url));
+                running.floor = Some(floor);
+                running.scheduler = Some(Scheduler::start(env, &c).await?);
+            }
+        }
+        Ok(running)
+    }
+
+    /// The scheduler processes (kube-scheduler, placer, floor) that run.
+    pub fn processes(&self) -> Vec<Proc> {
+        let mut procs = Vec::new();
+        if let Some(pid) = self.scheduler.as_ref().and_then(Scheduler::pid) {
+            procs.push(Proc {
+                name: "kube-scheduler",
+                pid,
+            });
+        }
+        if let Some(pid) = self.placer.as_ref().and_then(Placer::pid) {
+            procs.push(Proc {
+                name: "placer",
+                pid,
+            });
+        }
+        if let Some(floor) = &self.floor {
+            procs.push(Proc {
+                name: "floor",
+                pid: floor.pid(),
+            });
+        }
+        procs
+    }
+
+    /// The log with one line per binding, and that line's text.
+    pub fn binding_log(&self) -> anyhow::Result<(&Path, &'static str)> {
+        match (&self.scheduler, &self.placer) {
+            (Some(s), _) => Ok((s.log_path(), KUBE_SCHEDULER_BOUND_LINE)),
+            (None, Some(p)) => Ok((p.log_path(), PLACER_BOUND_LINE)),
+            (None, None) => anyhow::bail!("no scheduler runs"),
+        }
+    }
+
+    /// `/metrics` of kube-scheduler and of placer (empty where the process does not run).
+    pub async fn scrape(&self) -> anyhow::Result<(String, String)> {
+        let kube = match &self.scheduler {
+            Some(s) => s.metrics().await?,
+            None => String::new(),
+        };
+        let placer = match &self.placer {
+            Some(p) => p.metrics().await?,
+            None => String::new(),
+        };
+        Ok((kube, placer))
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        // The scheduler first, so it never calls a stopped extender.
+        self.scheduler.take();
+        self.placer.take();
+        self.floor.take();
+    }
+}
+
+fn repo_file(relative: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(relative)
+}
+
+/// Starts `floor floor-serve <snapshot>` (binary from `PLACER_SCALE_FLOOR_BIN`); returns it and
+/// its URL once it accepts connections.
+async fn start_floor(env: &TestEnv, snapshot: &Path) -> anyhow::Result<(ChildProcess, String)> {
+    let binary = std::env::var_os("PLACER_SCALE_FLOOR_BIN")
+        .context("configuration e needs PLACER_SCALE_FLOOR_BIN (see scripts/scale.sh)")?;
+    let port = free_port();
+    let mut cmd = Command::new(binary);
+    cmd.arg("floor-serve")
+        .arg(snapshot)
+        .arg(format!("127.0.0.1:{port}"));
+    let log = env.dir().join("floor.log");
+    env.register_log("floor", &log);
+    let floor = ChildProcess::spawn("floor", cmd, &log)?;
+    // The floor has no health endpoint: any HTTP answer (404 for GET /) means it serves.
+    wait_ready(&floor, &[], Duration::from_mins(1), || async {
+        Ok(http_get(port, "/").await.is_ok())
+    })
+    .await?;
+    Ok((floor, format!("http://127.0.0.1:{port}")))
+}

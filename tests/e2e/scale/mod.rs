@@ -1,0 +1,144 @@
+//! Scale: five scheduler configurations scheduling the same workloads on one control plane with
+//! kwok-managed nodes (kwok plays their kubelets: Ready with leases, pods Running, deletions
+//! finished), measured as scheduler_perf measures, and checked for correctness.
+//!
+//! Configurations (`contenders`): a. kube-scheduler, default plugins; b. kube-scheduler with
+//! placer as extender (shipped `policy.yaml`); c. placer standalone (shipped standalone profile);
+//! d. kube-scheduler with `comparable_plugins`; e. kube-scheduler with the floor (a minimal
+//! extender, `../shared/tools/floor`) serving a snapshot of the same nodes and initial pods.
+//! Workloads (`measure`): SchedulingBasic (pods created 64 at a time while the scheduler runs)
+//! and pre-created (every pod exists before the scheduler starts). One configuration runs at a
+//! time; its pods are deleted before the next starts.
+//!
+//! Every run asserts correctness, never speed: each pod bound once (bind watch: never moved;
+//! one binding line in the scheduler's log; in the smoke size one `Scheduled` event), only to the
+//! test's nodes, no node over its allocatable pods or CPU, pods asking for hardware encryption
+//! only on hw-encrypt nodes in b, c and e; all pods Running afterwards and their deletions done.
+//!
+//! Knobs: `PLACER_SCALE=NODESxPODS` (default `200x500`, the CI smoke), `PLACER_SCALE_CONFIGS`
+//! (letters, default `abcd`, plus `e` when `PLACER_SCALE_FLOOR_BIN` names a floor binary),
+//! `PLACER_SCALE_WORKLOADS` (`basic,precreated` by default), `PLACER_SCALE_OUT` (a file to write
+//! the tables to). `scripts/scale.sh` is the documented entry point for the large sizes.
+
+mod contenders;
+mod measure;
+mod report;
+mod workload;
+
+use anyhow::{Context as _, bail};
+
+use crate::harness::TestEnv;
+use crate::harness::kwok::Kwok;
+use contenders::{Config, Proc};
+use measure::{Setup, Workload};
+use workload::Size;
+
+/// The CI smoke size.
+const SMOKE: &str = "200x500";
+
+fn configs() -> anyhow::Result<Vec<Config>> {
+    let default = if std::env::var_os("PLACER_SCALE_FLOOR_BIN").is_some() {
+        "abcde"
+    } else {
+        "abcd"
+    };
+    let letters = std::env::var("PLACER_SCALE_CONFIGS").unwrap_or_else(|_| default.into());
+    letters
+        .chars()
+        .filter(|c| c.is_ascii_alphabetic())
+        .map(|c| {
+            Config::ALL
+                .into_iter()
+                .find(|k| k.letter() == c)
+                .with_context(|| format!("PLACER_SCALE_CONFIGS: no configuration {c:?}"))
+        })
+        .collect()
+}
+
+fn workloads() -> anyhow::Result<Vec<Workload>> {
+    let names =
+        std::env::var("PLACER_SCALE_WORKLOADS").unwrap_or_else(|_| "basic,precreated".into());
+    names
+        .split(',')
+        .map(|n| match n.trim() {
+            "basic" => Ok(Workload::Basic),
+            "precreated" => Ok(Workload::PreCreated),
+            other => bail!("PLACER_SCALE_WORKLOADS: no workload {other:?}"),
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn five_configurations_schedule_the_same_workload() -> anyhow::Result<()> {
+    let size = Size::parse(&std::env::var("PLACER_SCALE").unwrap_or_else(|_| SMOKE.into()))?;
+    let (configs, workloads) = (configs()?, workloads()?);
+    let env = TestEnv::new("scale").await?;
+    let kwok = Kwok::start(&env).await?;
+    let result = run_all(&env, &kwok, size, &configs, &workloads).await;
+    workload::delete_nodes(&env).await;
+    let outcomes = result?;
+    let table = report::render(size, &outcomes);
+    eprintln!("{table}");
+    if let Some(path) = std::env::var_os("PLACER_SCALE_OUT") {
+        std::fs::write(&path, &table).with_context(|| format!("write {path:?}"))?;
+    }
+    Ok(())
+}
+
+async fn run_all(
+    env: &TestEnv,
+    kwok: &Kwok,
+    size: Size,
+    configs: &[Config],
+    workloads: &[Workload],
+) -> anyhow::Result<Vec<measure::Outcome>> {
+    workload::create_nodes(env, size).await?;
+    let initial_ns = env.name("init");
+    workload::create_initial_pods(env, &initial_ns, size).await?;
+    let snapshot = if configs.contains(&Config::KubeWithFloor) {
+        let path = env.dir().join("snapshot.json");
+        workload::write_snapshot(env, &initial_ns, &path).await?;
+        Some(path)
+    } else {
+        None
+    };
+    let (apiserver, etcd) = env.cluster().pids();
+    let setup = Setup {
+        env,
+        size,
+        snapshot,
+        infra: vec![
+            Proc {
+                name: "kube-apiserver",
+                pid: apiserver,
+            },
+            Proc {
+                name: "etcd",
+                pid: etcd,
+            },
+            Proc {
+                name: "kwok",
+                pid: kwok.pid(),
+            },
+        ],
+        check_events: size.pods <= 1000,
+    };
+    let mut outcomes = Vec::new();
+    for &w in workloads {
+        for &c in configs {
+            let outcome = measure::run(&setup, c, w).await.with_context(|| {
+                format!("{} run of {}. {}", w.label(), c.letter(), c.describe())
+            })?;
+            eprintln!(
+                "scale: {} {}. {}: {:.0} pods/s over {:.1?}",
+                w.label(),
+                c.letter(),
+                c.describe(),
+                outcome.rate.0,
+                outcome.elapsed
+            );
+            outcomes.push(outcome);
+        }
+    }
+    Ok(outcomes)
+}

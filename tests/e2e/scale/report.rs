@@ -1,0 +1,144 @@
+//! The tables a scale test prints (and writes to `PLACER_SCALE_OUT` when set): throughput and
+//! cost per run, then the latencies the schedulers report in their own `/metrics`.
+
+use std::fmt::Write as _;
+
+use super::measure::Outcome;
+use super::workload::Size;
+use crate::harness::prom::Histogram;
+
+/// kube-scheduler's and placer's histogram between the two scrapes of a run.
+fn hist(o: &Outcome, placer: bool, name: &str, filter: &[(&str, &str)]) -> Histogram {
+    let (before, after) = if placer {
+        (&o.metrics_before.1, &o.metrics_after.1)
+    } else {
+        (&o.metrics_before.0, &o.metrics_after.0)
+    };
+    Histogram::parse(after, name, filter).since(&Histogram::parse(before, name, filter))
+}
+
+/// `p50/p90/p99` in ms, or `–` without observations.
+fn quantiles(h: &Histogram, qs: &[f64]) -> String {
+    if h.count <= 0.0 {
+        return "–".into();
+    }
+    let top = h.top_bound();
+    qs.iter()
+        .map(|q| match h.quantile(*q) {
+            // In the +Inf bucket: only a lower bound is known.
+            Some(s) if Some(s) == top => format!("≥{:.1}", s * 1e3),
+            Some(s) => format!("{:.1}", s * 1e3),
+            None => "?".into(),
+        })
+        .collect::<Vec<_>>()
+        .join(" / ")
+}
+
+fn per_thousand(cpu: f64, pods: usize) -> f64 {
+    cpu * 1000.0 / pods as f64
+}
+
+/// Both tables as Markdown.
+pub fn render(size: Size, outcomes: &[Outcome]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "\n### {} nodes, {} initial pods, {} measured pods\n",
+        size.nodes,
+        size.initial_pods(),
+        size.pods
+    );
+    out.push_str(
+        "| workload | configuration | pods/s avg | p50 | p90 | run s | scheduler CPU-s / 1k pods | \
+         apiserver / etcd / kwok CPU-s / 1k pods | RSS MiB peak / end (VmHWM) |\n\
+         | --- | --- | ---: | ---: | ---: | ---: | --- | --- | --- |\n",
+    );
+    for o in outcomes {
+        let sched: f64 = o.cpu.iter().map(|(_, c)| c).sum();
+        let parts = o
+            .cpu
+            .iter()
+            .map(|(n, c)| format!("{n} {:.2}", per_thousand(*c, o.pods)))
+            .collect::<Vec<_>>()
+            .join(" + ");
+        let infra = o
+            .infra_cpu
+            .iter()
+            .map(|(_, c)| format!("{:.2}", per_thousand(*c, o.pods)))
+            .collect::<Vec<_>>()
+            .join(" / ");
+        let memory = o
+            .memory
+            .iter()
+            .map(|m| format!("{} {:.0} / {:.0} ({:.0})", m.name, m.peak, m.end, m.hwm))
+            .collect::<Vec<_>>()
+            .join("; ");
+        let _ = writeln!(
+            out,
+            "| {} | {}. {} | {:.0} | {:.0} | {:.0} | {:.1} | {:.2} ({parts}) | {infra} | {memory} |",
+            o.workload.label(),
+            o.config.letter(),
+            o.config.describe(),
+            o.rate.0,
+            o.rate.1,
+            o.rate.2,
+            o.elapsed.as_secs_f64(),
+            per_thousand(sched, o.pods),
+        );
+    }
+    out.push_str(
+        "\nLatencies in ms (p50 / p90 / p99) from each scheduler's /metrics over the run. \
+         kube-scheduler exposes no extender latency; its algorithm duration includes the \
+         extender calls; ≥ marks a quantile above the histogram's largest finite bucket.\n\n\
+         | workload | configuration | kube-scheduler algorithm | Filter | Score | Bind | \
+         placer /filter | placer /prioritize | placer queued→bound | placer bind |\n\
+         | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
+    );
+    let q3 = [0.5, 0.9, 0.99];
+    for o in outcomes {
+        let point = |p: &str| {
+            quantiles(
+                &hist(
+                    o,
+                    false,
+                    "scheduler_framework_extension_point_duration_seconds",
+                    &[("extension_point", p)],
+                ),
+                &q3,
+            )
+        };
+        let verb = |v: &str| {
+            quantiles(
+                &hist(o, true, "placer_request_duration_seconds", &[("verb", v)]),
+                &q3,
+            )
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {}. {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            o.workload.label(),
+            o.config.letter(),
+            o.config.describe(),
+            quantiles(
+                &hist(
+                    o,
+                    false,
+                    "scheduler_scheduling_algorithm_duration_seconds",
+                    &[]
+                ),
+                &q3
+            ),
+            point("Filter"),
+            point("Score"),
+            point("Bind"),
+            verb("filter"),
+            verb("prioritize"),
+            quantiles(
+                &hist(o, true, "placer_scheduling_duration_seconds", &[]),
+                &q3
+            ),
+            quantiles(&hist(o, true, "placer_bind_duration_seconds", &[]), &q3),
+        );
+    }
+    out
+}
