@@ -91,6 +91,15 @@ pub struct ServeArgs {
     /// Log format.
     #[arg(long, value_enum, default_value = "text")]
     pub log_format: LogFormat,
+    /// Do not prompt kube-scheduler to retry pods placer rejected from a view
+    /// older than kube-scheduler's (prompts patch an annotation on the pod and
+    /// need `pods` `patch`; see docs/freshness.md).
+    #[arg(long)]
+    pub no_retry_prompts: bool,
+    /// Test only: apply each node watch event this long after it arrived, so
+    /// kube-scheduler always sees node changes first.
+    #[arg(long, hide = true, default_value_t = 0)]
+    pub debug_node_event_delay_ms: u64,
 }
 
 /// Options of `placer score`.
