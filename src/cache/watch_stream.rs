@@ -130,7 +130,11 @@ pub async fn run<K>(
         loop {
             let opened = Instant::now();
             let stream = match api.watch(&watch, &version).await {
-                Ok(s) => s,
+                // The server answered: connected, even if no event follows for a while.
+                Ok(s) => {
+                    health.seen();
+                    s
+                }
                 Err(e) => {
                     health.failed(&e);
                     tokio::time::sleep(backoff.next_delay()).await;
@@ -188,7 +192,7 @@ pub async fn run<K>(
                     tokio::time::sleep(backoff.next_delay()).await;
                 }
                 Outcome::Ended if events == 0 && opened.elapsed() < MIN_HEALTHY_WATCH => {
-                    health.failed(&"watch closed at once");
+                    health.failed(&"watch closed by the server without any event");
                     tokio::time::sleep(backoff.next_delay()).await;
                 }
                 // A server-side timeout: open the next watch at once.

@@ -17,6 +17,7 @@ mod extender;
 mod freshness;
 mod manifests;
 mod outage;
+mod restart;
 mod retry;
 mod smoke;
 mod standalone;
