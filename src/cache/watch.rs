@@ -50,8 +50,8 @@ struct Sink<K, R> {
 }
 
 /// Watches Nodes forever, applying every event to `cache`, each `delay`
-/// after it arrived (zero except in tests that need placer to see node
-/// changes after kube-scheduler does).
+/// after it arrived (zero except in tests that need placer to see changes
+/// after kube-scheduler does).
 pub async fn watch_nodes(client: Client, cache: Arc<Cache>, delay: Duration) {
     let sink = Sink {
         kind: "node",
@@ -72,8 +72,9 @@ pub async fn watch_nodes(client: Client, cache: Arc<Cache>, delay: Duration) {
     feed(Api::all(client), None, cache, sink, delay).await;
 }
 
-/// Watches assigned Pods forever, applying every event to `cache`.
-pub async fn watch_pods(client: Client, cache: Arc<Cache>) {
+/// Watches assigned Pods forever, applying every event to `cache` `delay`
+/// after it arrived (see [`watch_nodes`]).
+pub async fn watch_pods(client: Client, cache: Arc<Cache>, delay: Duration) {
     let sink = Sink {
         kind: "pod",
         convert: |p: &Pod| PodInfo::from(p),
@@ -89,14 +90,7 @@ pub async fn watch_pods(client: Client, cache: Arc<Cache>) {
         synced: Cache::mark_pods_synced,
         apply_is_event: false,
     };
-    feed(
-        Api::all(client),
-        Some(ASSIGNED_PODS),
-        cache,
-        sink,
-        Duration::ZERO,
-    )
-    .await;
+    feed(Api::all(client), Some(ASSIGNED_PODS), cache, sink, delay).await;
 }
 
 /// Watches forever every kind only standalone mode reads, each into its

@@ -96,10 +96,10 @@ pub struct ServeArgs {
     /// need `pods` `patch`; see docs/freshness.md).
     #[arg(long)]
     pub no_retry_prompts: bool,
-    /// Test only: apply each node watch event this long after it arrived, so
-    /// kube-scheduler always sees node changes first.
+    /// Test only: apply each node and pod watch event this long after it
+    /// arrived, so kube-scheduler always sees those changes first.
     #[arg(long, hide = true, default_value_t = 0)]
-    pub debug_node_event_delay_ms: u64,
+    pub debug_watch_event_delay_ms: u64,
 }
 
 /// Options of `placer score`.

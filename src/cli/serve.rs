@@ -46,9 +46,9 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             api_client = Some(client.clone());
             let cache = Arc::new(Cache::new());
             cache.write().set_dimensions(&dims);
-            let delay = Duration::from_millis(args.debug_node_event_delay_ms);
+            let delay = Duration::from_millis(args.debug_watch_event_delay_ms);
             tokio::spawn(watch::watch_nodes(client.clone(), cache.clone(), delay));
-            tokio::spawn(watch::watch_pods(client.clone(), cache.clone()));
+            tokio::spawn(watch::watch_pods(client.clone(), cache.clone(), delay));
             if args.mode.schedules() {
                 tokio::spawn(watch::watch_scheduling_objects(
                     client.clone(),

@@ -1,8 +1,8 @@
 //! Retry prompts: a pod placer rejected from a view older than kube-scheduler's does not wait for
 //! kube-scheduler's 5-minute flush.
 //!
-//! placer runs with `--debug-node-event-delay-ms=300`, so kube-scheduler always sees a node
-//! change first and retries the waiting pod into placer's old view: without the prompts every
+//! placer runs with `--debug-watch-event-delay-ms=300`, so kube-scheduler always sees a node
+//! or pod change first and retries the waiting pod into placer's old view: without the prompts every
 //! trial gets stuck (set `PLACER_E2E_RACE_NO_PROMPTS=1` to watch that happen: the test then
 //! reports the stuck count and fails). Run these tests alone (`cargo test --test e2e retry`):
 //! any cluster event requeues every extender-rejected pod, so concurrent tests rescue each
@@ -20,8 +20,8 @@ use crate::harness::{
     capability_policy,
 };
 
-/// How late placer applies node events in the race test.
-const NODE_EVENT_DELAY: &str = "--debug-node-event-delay-ms=300";
+/// How late placer applies node and pod events in the race tests.
+const WATCH_EVENT_DELAY: &str = "--debug-watch-event-delay-ms=300";
 /// Trials of the race test (`PLACER_E2E_RACE_TRIALS` overrides).
 const TRIALS: usize = 40;
 /// A freed pod not bound after this counts as stuck (kube-scheduler alone would wait 5 minutes).
@@ -66,11 +66,7 @@ async fn pods_freed_by_a_node_change_placer_sees_late_are_not_stuck() -> anyhow:
         .ok()
         .and_then(|t| t.parse().ok())
         .unwrap_or(TRIALS);
-    let without_prompts = std::env::var_os("PLACER_E2E_RACE_NO_PROMPTS").is_some();
-    let mut args = vec![NODE_EVENT_DELAY];
-    if without_prompts {
-        args.push("--no-retry-prompts");
-    }
+    let (args, prompts) = race_args();
     let policy = capability_policy(&env).plugin(
         "ZoneSpread",
         Some(1),
@@ -103,17 +99,7 @@ async fn pods_freed_by_a_node_change_placer_sees_late_are_not_stuck() -> anyhow:
 
         env.label_node(&node, HW_LABEL, "true").await?;
         let labelled = Instant::now();
-        let bound = env
-            .poll(&format!("pod {pod} to be bound"), STUCK_AFTER, || async {
-                let p = env.pods().get(&pod).await?;
-                Ok(match p.spec.and_then(|s| s.node_name) {
-                    Some(n) => ControlFlow::Break(Some(n)),
-                    None => ControlFlow::Continue("pending".to_owned()),
-                })
-            })
-            .await
-            .unwrap_or(None);
-        match bound {
+        match bound_within_stuck_bound(&env, &pod).await {
             Some(n) => {
                 assert_eq!(n, node, "pod {pod} bound to a foreign node");
                 latencies.push(labelled.elapsed());
@@ -122,19 +108,136 @@ async fn pods_freed_by_a_node_change_placer_sees_late_are_not_stuck() -> anyhow:
         }
     }
     latencies.sort();
-    let prompts = rig
+    let sent = rig
         .placer
         .metric(r#"placer_retry_prompts_total{result="sent"}"#)
         .await?;
     eprintln!(
         "retry race (prompts {}): {} of {trials} pods stuck after {STUCK_AFTER:?}; prompts sent: \
-         {prompts:?}; label-to-bound of the others: median {:?}, max {:?}",
-        if without_prompts { "off" } else { "on" },
+         {sent:?}; label-to-bound of the others: median {:?}, max {:?}",
+        if prompts { "on" } else { "off" },
         stuck.len(),
         latencies.get(latencies.len() / 2),
         latencies.last(),
     );
     assert!(stuck.is_empty(), "stuck pods: {stuck:?}");
+    Ok(())
+}
+
+/// The placer arguments of a race test: the event delay, and `--no-retry-prompts` when
+/// `PLACER_E2E_RACE_NO_PROMPTS` is set; also says whether prompts are on.
+fn race_args() -> (Vec<&'static str>, bool) {
+    let off = std::env::var_os("PLACER_E2E_RACE_NO_PROMPTS").is_some();
+    let mut args = vec![WATCH_EVENT_DELAY];
+    if off {
+        args.push("--no-retry-prompts");
+    }
+    (args, !off)
+}
+
+/// Waits up to [`STUCK_AFTER`] for `pod` to be bound; `None` when it stays pending.
+async fn bound_within_stuck_bound(env: &TestEnv, pod: &str) -> Option<String> {
+    env.poll(&format!("pod {pod} to be bound"), STUCK_AFTER, || async {
+        let p = env.pods().get(pod).await?;
+        Ok(match p.spec.and_then(|s| s.node_name) {
+            Some(n) => ControlFlow::Break(n),
+            None => ControlFlow::Continue("pending".to_owned()),
+        })
+    })
+    .await
+    .ok()
+}
+
+/// Trials of [`assigned_pod_deletion_placer_sees_late_frees_the_waiting_pod`].
+const DELETION_TRIALS: usize = 3;
+
+/// A pod that does not fit next to a pod already on its node (cpu) waits; the other pod is
+/// deleted, which kube-scheduler sees 300 ms before placer does: kube-scheduler's own
+/// NodeResourcesFit lets it through, placer's (in the extender profile) still counts the deleted
+/// pod. The waiting pod must be bound within [`STUCK_AFTER`].
+#[tokio::test]
+async fn assigned_pod_deletion_placer_sees_late_frees_the_waiting_pod() -> anyhow::Result<()> {
+    let env = TestEnv::new("retry-pod-delete").await?;
+    let (args, prompts) = race_args();
+    let policy = crate::harness::Policy::new(&env.scheduler_name()).plugin(
+        "NodeResourcesFit",
+        None,
+        json!({}),
+    );
+    let _rig =
+        ExtenderRig::start_with_args(&env, &policy, ScorePlugins::Defaults, |e| e, &args).await?;
+    let mut stuck = Vec::new();
+    for i in 0..DELETION_TRIALS {
+        let trial = format!("d{i}");
+        let zone = env.zone(&trial);
+        let node = env
+            .node(&trial)
+            .label(TRIAL_LABEL, &trial)
+            .label(ZONE_LABEL, &zone)
+            .cpu("1");
+        let node = env.create_nodes([node]).await?.remove(0);
+        let holder = format!("holder-{i}");
+        env.create_pod(&env.pod(&holder).bound_to(&node).request("cpu", "800m"))
+            .await?;
+        let pod = format!("waiting-{i}");
+        env.create_pod(
+            &env.pod(&pod)
+                .node_selector(TRIAL_LABEL, &trial)
+                .request("cpu", "500m"),
+        )
+        .await?;
+        env.wait_failed_scheduling(&pod, "Insufficient cpu").await?;
+        // placer's delayed pod watch has the holder by now (it was created before the pod).
+        tokio::time::sleep(BACKOFF_OVER).await;
+        env.delete_pods(&[&holder]).await?;
+        match bound_within_stuck_bound(&env, &pod).await {
+            Some(n) => assert_eq!(n, node, "pod {pod} bound to a foreign node"),
+            None => stuck.push(pod),
+        }
+    }
+    eprintln!(
+        "pod-deletion race (prompts {}): {} of {DELETION_TRIALS} pods stuck after {STUCK_AFTER:?}",
+        if prompts { "on" } else { "off" },
+        stuck.len()
+    );
+    assert!(stuck.is_empty(), "stuck pods: {stuck:?}");
+    Ok(())
+}
+
+/// A pod placer's capability rule keeps pending; the policy is reloaded without the rule. No
+/// cluster event tells kube-scheduler, so only placer's prompt can get the pod retried; it must
+/// be bound within a reload's time plus [`STUCK_AFTER`].
+#[tokio::test]
+async fn policy_reload_that_relaxes_a_rule_frees_the_waiting_pod() -> anyhow::Result<()> {
+    let env = TestEnv::new("retry-reload").await?;
+    let (args, prompts) = race_args();
+    let nodes = env.create_nodes([env.node("n1")]).await?;
+    let rig = ExtenderRig::start_with_args(
+        &env,
+        &capability_policy(&env),
+        ScorePlugins::Defaults,
+        |e| e,
+        &args,
+    )
+    .await?;
+    env.create_pod(&env.pod("secure").annotation(HW_ANNOTATION, "true"))
+        .await?;
+    env.wait_failed_scheduling("secure", HW_REASON).await?;
+    tokio::time::sleep(BACKOFF_OVER).await;
+    let relaxed =
+        crate::harness::Policy::new(&env.scheduler_name()).plugin("ZoneSpread", None, json!({}));
+    rig.placer.rewrite_policy(&relaxed.to_yaml())?;
+    let bound = bound_within_stuck_bound(&env, "secure").await;
+    eprintln!(
+        "policy reload (prompts {}): pod {}",
+        if prompts { "on" } else { "off" },
+        if bound.is_some() { "bound" } else { "stuck" }
+    );
+    assert_eq!(
+        bound.as_ref(),
+        Some(&nodes[0]),
+        "the pod must be freed by the reload"
+    );
     Ok(())
 }
 
