@@ -1,12 +1,13 @@
 //! Retry prompts: a pod placer rejected from a view older than kube-scheduler's does not wait for
 //! kube-scheduler's 5-minute flush.
 //!
-//! placer runs with `--debug-watch-event-delay-ms=300`, so kube-scheduler always sees a node
-//! or pod change first and retries the waiting pod into placer's old view: without the prompts every
-//! trial gets stuck (set `PLACER_E2E_RACE_NO_PROMPTS=1` to watch that happen: the test then
-//! reports the stuck count and fails). Run these tests alone (`cargo test --test e2e retry`):
-//! any cluster event requeues every extender-rejected pod, so concurrent tests rescue each
-//! other's stuck pods.
+//! placer runs with `--debug-watch-event-delay-ms=300`, so kube-scheduler always sees a node or
+//! pod change first and retries the waiting pod into placer's old view: without the prompts
+//! every trial gets stuck (set `PLACER_E2E_RACE_NO_PROMPTS=1` to watch that happen: the tests then
+//! report the stuck pods and fail). With prompts off, run them alone and one at a time
+//! (`cargo test --test e2e retry:: -- --test-threads=1`): any cluster event requeues every
+//! extender-rejected pod, so concurrent tests rescue each other's stuck pods. With prompts on
+//! they pass alongside the rest of the suite, where other tests' events can only help.
 
 use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
