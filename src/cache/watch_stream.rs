@@ -135,6 +135,10 @@ pub async fn run<K>(
                     health.seen();
                     s
                 }
+                Err(kube::Error::Api(e)) if e.code == 410 => {
+                    log_expired(&health);
+                    break;
+                }
                 Err(e) => {
                     health.failed(&e);
                     tokio::time::sleep(backoff.next_delay()).await;
@@ -200,6 +204,14 @@ pub async fn run<K>(
             }
         }
     }
+}
+
+/// The one log line of a relist forced by an expired resource version.
+fn log_expired(health: &WatchHealth) {
+    info!(
+        kind = health.kind(),
+        "watch version expired (410); relisting"
+    );
 }
 
 /// How one watch connection ended.
