@@ -20,3 +20,4 @@ mod filter;
 mod ops;
 mod preempt;
 mod prioritize;
+mod retry;
