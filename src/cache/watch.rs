@@ -198,6 +198,7 @@ fn apply_step<K, R>(cache: &Cache, sink: &Sink<K, R>, step: Step<K>) {
             cache.changes().everything();
             drop(state);
             (sink.synced)(cache);
+            // Logged once per list: the first one and every relist.
             info!(kind = sink.kind, count, "list applied");
             sink.apply_is_event
         }

@@ -10,8 +10,8 @@
 //!   doubling to 1.6 s), so a returning API server is seen within ~2 s;
 //! - relists at once, without waiting, when the watch answers 410 Gone;
 //! - reports every list, event and bookmark to [`WatchHealth`] (connected,
-//!   time since the last sign of life) and logs each disconnect, reconnect
-//!   and relist once.
+//!   time since the last sign of life), which logs each disconnect and
+//!   reconnect once; the consumer logs each (re)list once.
 
 use std::fmt::Debug;
 use std::hash::{BuildHasher, Hasher};
@@ -107,7 +107,6 @@ pub async fn run<K>(
     }
     let on = |step| out.send((Instant::now(), step));
     let mut backoff = Backoff::default();
-    let mut listed_once = false;
     loop {
         let (items, mut version) = match list_all(&api, &list).await {
             Ok(page) => page,
@@ -119,10 +118,6 @@ pub async fn run<K>(
         };
         health.seen();
         backoff.reset();
-        if listed_once {
-            info!(kind = health.kind(), count = items.len(), "relisted");
-        }
-        listed_once = true;
         if on(Step::Listed(items)).await.is_err() {
             return;
         }
