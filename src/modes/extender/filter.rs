@@ -92,7 +92,8 @@ pub fn evaluate(state: &AppState, args: ExtenderArgs) -> Result<ExtenderFilterRe
         }
     }
     if let Some(retry) = &state.retry {
-        if passed_names.is_empty() && passed_raw.is_empty() {
+        // Both shapes list every passing node's name.
+        if passed_names.is_empty() {
             retry.park(&state.cache, req.pod, rejecting, requested, seen_seq);
         } else {
             retry.unpark(&req.pod.uid);
