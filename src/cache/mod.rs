@@ -3,24 +3,31 @@
 //! - [`state`]: the data and its indexes, updated one event at a time.
 //! - [`zone_index`]: per-zone pod counts for ZoneSpread.
 //! - [`Objects`]: kinds looked up by key only (budgets, volumes, claims, storage classes).
-//! - [`watch`]: kube-rs watchers that feed the state from the API server.
+//! - [`watch`]: the watches that feed the state from the API server, on the
+//!   list-and-watch loop of [`watch_stream`], with per-kind [`watch_health`].
+//! - [`changes`]: which nodes changed, for the extender's parked-pod re-checks.
 //! - [`snapshot_file`]: fills the same state from a YAML/JSON file instead.
 //!
 //! Requests read through [`Cache::read`]: the guard is their consistent
 //! snapshot for the length of one evaluation.
 
+pub mod changes;
 mod objects;
 pub mod snapshot_file;
 mod state;
 pub mod watch;
+pub mod watch_health;
+pub mod watch_stream;
 pub mod zone_index;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
+pub use changes::{ChangeFeed, Changes};
 pub use objects::{Keyed, Objects, namespace_and_name, object_key};
 pub use state::{ClusterState, NodeUsage, Stored};
+pub use watch_health::{WatchHealth, WatchHealthSet};
 pub use zone_index::{CountDimension, CountKey, CountSelector, ZoneIndex};
 
 /// Shared, lock-protected cluster state plus sync flags for readiness.
@@ -30,6 +37,8 @@ pub struct Cache {
     nodes_synced: AtomicBool,
     pods_synced: AtomicBool,
     events: AtomicU64,
+    changes: ChangeFeed,
+    watches: WatchHealthSet,
 }
 
 impl Cache {
@@ -78,6 +87,17 @@ impl Cache {
     /// How many such events there have been; compare to notice new ones.
     pub fn events(&self) -> u64 {
         self.events.load(Ordering::Acquire)
+    }
+
+    /// Which nodes changed (fed by the watches, read by the extender's
+    /// parked-pod re-checks).
+    pub fn changes(&self) -> &ChangeFeed {
+        &self.changes
+    }
+
+    /// Health of each watched kind (empty for snapshot caches).
+    pub fn watches(&self) -> &WatchHealthSet {
+        &self.watches
     }
 
     /// Records that the initial pod list is in.

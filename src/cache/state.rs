@@ -176,15 +176,17 @@ impl ClusterState {
     }
 
     /// Adds or replaces a node; pods already on it are recounted under its new labels.
-    pub fn apply_node(&mut self, node: NodeInfo) {
+    /// Returns false when the node was already known exactly so (status-only
+    /// updates such as heartbeats change nothing placer keeps).
+    pub fn apply_node(&mut self, node: NodeInfo) -> bool {
         let name = node.name.clone();
         let new = Arc::new(node);
         let old = self.nodes.insert(name.clone(), new.clone());
         if old.as_deref() == Some(&*new) {
-            return;
+            return false;
         }
         let Some(keys) = self.pods_by_node.get(&name) else {
-            return;
+            return true;
         };
         for key in keys {
             if let Some(pod) = self.pods.get(key) {
@@ -194,6 +196,7 @@ impl ClusterState {
                 self.zones.add(pod, &new);
             }
         }
+        true
     }
 
     /// Removes a node; its pods stop counting (they are kept, and count again
@@ -212,21 +215,26 @@ impl ClusterState {
     }
 
     /// Adds, updates or (when it is unassigned or terminal) forgets a pod.
-    pub fn apply_pod(&mut self, pod: PodInfo) {
+    /// Returns the node whose pods changed, `None` when nothing did (the same
+    /// record again, or a pod that was never counted).
+    pub fn apply_pod(&mut self, pod: PodInfo) -> Option<String> {
         let key = pod_key(&pod.namespace, &pod.name);
-        self.forget_pod(&key);
+        if self.pods.get(&key) == Some(&pod) {
+            return None;
+        }
+        let forgotten = self.forget_pod(&key);
         let Some(node_name) = pod.node_name.clone() else {
-            return;
+            return forgotten;
         };
         if pod.is_terminal() {
-            return;
+            return forgotten;
         }
         if let Some(node) = self.nodes.get(&node_name) {
             self.zones.add(&pod, node);
         }
         self.usage.entry(node_name.clone()).or_default().add(&pod);
         self.pods_by_node
-            .entry(node_name)
+            .entry(node_name.clone())
             .or_default()
             .insert(key.clone());
         let (any, required_anti) = affinity_kinds(&pod);
@@ -237,22 +245,20 @@ impl ClusterState {
             self.with_required_anti.insert(key.clone());
         }
         self.pods.insert(key, pod);
+        Some(node_name)
     }
 
-    /// Forgets the pod `namespace/name`.
-    pub fn delete_pod(&mut self, namespace: &str, name: &str) {
-        self.forget_pod(&pod_key(namespace, name));
+    /// Forgets the pod `namespace/name`; returns the node it was counted on.
+    pub fn delete_pod(&mut self, namespace: &str, name: &str) -> Option<String> {
+        self.forget_pod(&pod_key(namespace, name))
     }
 
-    fn forget_pod(&mut self, key: &str) {
-        let Some(old) = self.pods.remove(key) else {
-            return;
-        };
+    /// Forgets a pod; returns the node it was counted on.
+    fn forget_pod(&mut self, key: &str) -> Option<String> {
+        let old = self.pods.remove(key)?;
         self.with_affinity.remove(key);
         self.with_required_anti.remove(key);
-        let Some(node_name) = old.node_name.as_deref() else {
-            return;
-        };
+        let node_name = old.node_name.as_deref()?;
         if let Some(node) = self.nodes.get(node_name) {
             self.zones.remove(&old, node);
         }
@@ -265,6 +271,7 @@ impl ClusterState {
                 u.remove(&old);
             }
         }
+        Some(node_name.to_owned())
     }
 
     /// Replaces every node (after a full relist).
@@ -285,7 +292,7 @@ impl ClusterState {
         self.usage.clear();
         self.zones.clear_counts();
         for pod in pods {
-            self.apply_pod(pod);
+            let _ = self.apply_pod(pod);
         }
     }
 

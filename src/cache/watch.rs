@@ -1,24 +1,28 @@
-//! Feeds the cache from the API server with kube-rs watchers.
+//! Feeds the cache from the API server.
 //!
 //! Each watcher keeps only the slim [`NodeInfo`]/[`PodInfo`] records; the full
 //! objects are dropped as soon as they are converted, so nothing is held
-//! twice. Watch errors are logged and retried with kube-rs' default backoff
-//! (client-go's parameters); they never end the stream or the process.
+//! twice. The list-and-watch loop ([`watch_stream`]) retries failures with a
+//! short, capped backoff and reports each kind's health; it never ends the
+//! stream or the process. Every applied change that may let a parked pod fit
+//! is reported to the cache's [`ChangeFeed`](crate::cache::ChangeFeed) while
+//! the write lock is still held, so a request that read the cache before the
+//! change sees a smaller sequence number than the report.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use futures::StreamExt;
 use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{
     Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, ReplicationController, Service,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::StorageClass;
-use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
-use tracing::{info, warn};
+use tracing::info;
 
+use crate::cache::watch_stream::{self, Step};
 use crate::cache::{Cache, ClusterState, Stored, object_key};
 use crate::framework::namespace::NamespaceInfo;
 use crate::framework::volume::{ClaimInfo, StorageClassInfo, VolumeInfo};
@@ -34,8 +38,10 @@ const ASSIGNED_PODS: &str = "spec.nodeName!=";
 struct Sink<K, R> {
     kind: &'static str,
     convert: fn(&K) -> R,
-    apply: fn(&mut ClusterState, R),
-    delete: fn(&mut ClusterState, &K),
+    /// Applies one record; returns the node whose record or pods changed.
+    apply: fn(&mut ClusterState, R) -> Option<String>,
+    /// Deletes one object; returns the node whose record or pods changed.
+    delete: fn(&mut ClusterState, &K) -> Option<String>,
     replace: fn(&mut ClusterState, Vec<R>),
     synced: fn(&Cache),
     /// Whether an Apply of this kind may let waiting pods fit (a node added
@@ -43,26 +49,32 @@ struct Sink<K, R> {
     apply_is_event: bool,
 }
 
-/// Watches Nodes forever, applying every event to `cache`.
-pub async fn watch_nodes(client: Client, cache: Arc<Cache>) {
+/// Watches Nodes forever, applying every event to `cache`, each `delay`
+/// after it arrived (zero except in tests that need placer to see changes
+/// after kube-scheduler does).
+pub async fn watch_nodes(client: Client, cache: Arc<Cache>, delay: Duration) {
     let sink = Sink {
         kind: "node",
         convert: |n: &Node| NodeInfo::from(n),
-        apply: ClusterState::apply_node,
+        apply: |s, n| {
+            let name = n.name.clone();
+            s.apply_node(n).then_some(name)
+        },
         delete: |s, n: &Node| {
-            if let Some(name) = n.metadata.name.as_deref() {
-                s.delete_node(name);
-            }
+            let name = n.metadata.name.as_deref()?;
+            s.delete_node(name);
+            Some(name.to_owned())
         },
         replace: ClusterState::replace_nodes,
         synced: Cache::mark_nodes_synced,
         apply_is_event: true,
     };
-    feed(Api::all(client), watcher::Config::default(), cache, sink).await;
+    feed(Api::all(client), None, cache, sink, delay).await;
 }
 
-/// Watches assigned Pods forever, applying every event to `cache`.
-pub async fn watch_pods(client: Client, cache: Arc<Cache>) {
+/// Watches assigned Pods forever, applying every event to `cache` `delay`
+/// after it arrived (see [`watch_nodes`]).
+pub async fn watch_pods(client: Client, cache: Arc<Cache>, delay: Duration) {
     let sink = Sink {
         kind: "pod",
         convert: |p: &Pod| PodInfo::from(p),
@@ -72,14 +84,13 @@ pub async fn watch_pods(client: Client, cache: Arc<Cache>) {
             s.delete_pod(
                 meta.namespace.as_deref().unwrap_or(""),
                 meta.name.as_deref().unwrap_or(""),
-            );
+            )
         },
         replace: ClusterState::replace_pods,
         synced: Cache::mark_pods_synced,
         apply_is_event: false,
     };
-    let config = watcher::Config::default().fields(ASSIGNED_PODS);
-    feed(Api::all(client), config, cache, sink).await;
+    feed(Api::all(client), Some(ASSIGNED_PODS), cache, sink, delay).await;
 }
 
 /// Watches forever every kind only standalone mode reads, each into its
@@ -124,54 +135,87 @@ where
     let sink = Sink {
         kind,
         convert: |k: &K| R::from(k),
-        apply: |s, r| s.objects_mut::<R>().apply(r),
-        delete: |s, k: &K| s.objects_mut::<R>().delete(&object_key(k.meta())),
+        // The extender's filters do not read these kinds (they are watched in
+        // standalone mode only), so no node is reported as changed.
+        apply: |s, r| {
+            s.objects_mut::<R>().apply(r);
+            None
+        },
+        delete: |s, k: &K| {
+            s.objects_mut::<R>().delete(&object_key(k.meta()));
+            None
+        },
         replace: |s, all| s.objects_mut::<R>().replace(all),
         synced: |_| {},
         apply_is_event: is_event,
     };
     feed(
         Api::all(client.clone()),
-        watcher::Config::default(),
+        None,
         cache.clone(),
         sink,
+        Duration::ZERO,
     )
     .await;
 }
-
-/// Applies one watch stream to the cache until the stream ends (it does not).
-/// A relist (`Init` .. `InitDone`) replaces the kind's records in one step.
-async fn feed<K, R>(api: Api<K>, config: watcher::Config, cache: Arc<Cache>, sink: Sink<K, R>)
-where
+/// Applies one kind's list-and-watch steps to the cache forever. A relist
+/// replaces the kind's records in one step.
+async fn feed<K, R>(
+    api: Api<K>,
+    fields: Option<&str>,
+    cache: Arc<Cache>,
+    sink: Sink<K, R>,
+    delay: Duration,
+) where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
 {
-    let stream = watcher(api, config).default_backoff();
-    futures::pin_mut!(stream);
-    let mut relist: Vec<R> = Vec::new();
-    while let Some(event) = stream.next().await {
-        match event {
-            Ok(watcher::Event::Init) => relist.clear(),
-            Ok(watcher::Event::InitApply(o)) => relist.push((sink.convert)(&o)),
-            Ok(watcher::Event::InitDone) => {
-                let count = relist.len();
-                (sink.replace)(&mut cache.write(), std::mem::take(&mut relist));
-                (sink.synced)(&cache);
-                if sink.apply_is_event {
-                    cache.note_event();
-                }
-                info!(kind = sink.kind, count, "list synced");
-            }
-            Ok(watcher::Event::Apply(o)) => {
-                (sink.apply)(&mut cache.write(), (sink.convert)(&o));
-                if sink.apply_is_event {
-                    cache.note_event();
-                }
-            }
-            Ok(watcher::Event::Delete(o)) => {
-                (sink.delete)(&mut cache.write(), &o);
-                cache.note_event();
-            }
-            Err(e) => warn!(kind = sink.kind, error = %e, "watch failed; retrying with backoff"),
+    let health = cache.watches().kind(sink.kind);
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<(Instant, Step<K>)>(1024);
+    // The loop runs on its own task and stamps each step on arrival, so a
+    // delay shifts every event by the same amount instead of stacking up.
+    tokio::spawn(watch_stream::run(
+        api,
+        fields.map(str::to_owned),
+        health,
+        tx,
+    ));
+    while let Some((arrived, step)) = rx.recv().await {
+        if !delay.is_zero() {
+            tokio::time::sleep_until((arrived + delay).into()).await;
         }
+        apply_step(&cache, &sink, step);
+    }
+}
+
+/// Applies one step under the write lock and reports the node it changed
+/// (a relist: everything) to the change feed before the lock is released.
+fn apply_step<K, R>(cache: &Cache, sink: &Sink<K, R>, step: Step<K>) {
+    let mut state = cache.write();
+    let is_event = match step {
+        Step::Listed(all) => {
+            let count = all.len();
+            (sink.replace)(&mut state, all.iter().map(sink.convert).collect());
+            cache.changes().everything();
+            drop(state);
+            (sink.synced)(cache);
+            // Logged once per list: the first one and every relist.
+            info!(kind = sink.kind, count, "list applied");
+            sink.apply_is_event
+        }
+        Step::Applied(o) => {
+            if let Some(node) = (sink.apply)(&mut state, (sink.convert)(&o)) {
+                cache.changes().node(&node);
+            }
+            sink.apply_is_event
+        }
+        Step::Deleted(o) => {
+            if let Some(node) = (sink.delete)(&mut state, &o) {
+                cache.changes().node(&node);
+            }
+            true
+        }
+    };
+    if is_event {
+        cache.note_event();
     }
 }

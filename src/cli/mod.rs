@@ -131,6 +131,15 @@ pub struct ServeArgs {
     /// Log format.
     #[arg(long, value_enum, default_value = "text")]
     pub log_format: LogFormat,
+    /// Do not prompt kube-scheduler to retry pods placer rejected from a view
+    /// older than kube-scheduler's (prompts patch an annotation on the pod and
+    /// need `pods` `patch`; see docs/freshness.md).
+    #[arg(long)]
+    pub no_retry_prompts: bool,
+    /// Test only: apply each node and pod watch event this long after it
+    /// arrived, so kube-scheduler always sees those changes first.
+    #[arg(long, hide = true, default_value_t = 0)]
+    pub debug_watch_event_delay_ms: u64,
 }
 
 /// Validates `--path-prefix`: it becomes part of route paths, where `{x}` or

@@ -56,8 +56,9 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             api_client = Some(client.clone());
             let cache = Arc::new(Cache::new());
             cache.write().set_dimensions(&dims);
-            tokio::spawn(watch::watch_nodes(client.clone(), cache.clone()));
-            tokio::spawn(watch::watch_pods(client.clone(), cache.clone()));
+            let delay = Duration::from_millis(args.debug_watch_event_delay_ms);
+            tokio::spawn(watch::watch_nodes(client.clone(), cache.clone(), delay));
+            tokio::spawn(watch::watch_pods(client.clone(), cache.clone(), delay));
             if args.mode.schedules() {
                 tokio::spawn(watch::watch_scheduling_objects(
                     client.clone(),
@@ -74,7 +75,13 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         verbs_enabled: args.mode.serves_verbs(),
         path_prefix: args.path_prefix.clone(),
     };
-    let state = AppState::new(compiled, cache, binder, settings);
+    let mut state = AppState::new(compiled, cache, binder, settings);
+    if let (Some(client), true) = (
+        &api_client,
+        args.mode.serves_verbs() && !args.no_retry_prompts,
+    ) {
+        state.enable_retry_prompts(client.clone());
+    }
     let policy_reloader = PolicyReloader::new(args.policy.clone(), state.clone());
     if !args.no_policy_reload {
         tokio::spawn(policy_reloader.clone().watch());

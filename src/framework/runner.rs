@@ -182,6 +182,17 @@ impl Framework {
         self.run_pre_filter(state, pod, cluster, true)
     }
 
+    /// [`Framework::pre_filter`] without timing: for background re-checks,
+    /// which must not skew the per-plugin latency of real requests.
+    pub fn pre_filter_unobserved(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        cluster: &ClusterState,
+    ) -> PreFilterResult {
+        self.run_pre_filter(state, pod, cluster, false)
+    }
+
     fn run_pre_filter(
         &self,
         state: &mut CycleState,

@@ -1,5 +1,13 @@
 //! `/healthz` (the process is alive) and `/readyz` (policy loaded and caches
 //! synced: only then can answers be trusted).
+//!
+//! A lost watch does not make placer unready. kube-scheduler keeps
+//! scheduling from its own cache while the API server is away, and its view
+//! is no fresher than placer's then (both watch the same server); taking
+//! placer out of its Service would turn every extender call into an error
+//! instead. `/readyz` stays 200 and names the disconnected kinds, the
+//! `placer_watch_*` metrics carry the details, and the watches reconnect
+//! within about two seconds of the API server's return.
 
 use axum::Json;
 use axum::extract::State;
@@ -13,10 +21,23 @@ pub async fn healthz() -> &'static str {
     "ok"
 }
 
-/// Readiness: 200 once the initial node and pod lists are in.
+/// Readiness: 200 once the initial node and pod lists are in; while a watch
+/// is disconnected the answer lists it with the outage's length in seconds.
 pub async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<serde_json::Value>) {
     if state.cache.is_synced() {
-        (StatusCode::OK, Json(json!({"status": "ready"})))
+        let disconnected: serde_json::Map<String, serde_json::Value> = state
+            .cache
+            .watches()
+            .all()
+            .iter()
+            .filter_map(|w| Some((w.kind().to_owned(), json!(w.down_for()?.as_secs_f64()))))
+            .collect();
+        let body = if disconnected.is_empty() {
+            json!({"status": "ready"})
+        } else {
+            json!({"status": "ready", "disconnectedSeconds": disconnected})
+        };
+        (StatusCode::OK, Json(body))
     } else {
         (
             StatusCode::SERVICE_UNAVAILABLE,

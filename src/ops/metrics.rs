@@ -5,6 +5,7 @@
 //! extension points, object kinds, reload results — never pod or node names.
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 
 use axum::extract::State;
 use axum::http::header::CONTENT_TYPE;
@@ -48,14 +49,14 @@ pub struct PluginLabels {
 /// Labels naming a cached object kind.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct KindLabels {
-    /// node or pod.
+    /// node, pod (or another watched kind).
     pub kind: &'static str,
 }
 
-/// Labels of reload results.
+/// Labels of results.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResultLabels {
-    /// success or failure.
+    /// success or failure (reloads, binds); sent, gone, failed, suppressed (retry prompts).
     pub result: &'static str,
 }
 
@@ -155,6 +156,18 @@ pub struct Metrics {
     pub preemption_attempts: Counter,
     /// Standalone: pods evicted per preemption.
     pub preemption_victims: Histogram,
+    /// Extender: retry prompts by result (sent, gone, failed, suppressed).
+    pub retry_prompts: Family<ResultLabels, Counter>,
+    /// Extender: parked pods re-checked after cache changes.
+    pub retry_rechecks: Counter,
+    /// Extender: parked pods forgotten to stay within the bound.
+    pub parked_evicted: Counter,
+    /// Extender: pods whose last `/filter` left them no feasible node.
+    pub parked_pods: Gauge,
+    /// 1 while the watch of a kind is connected.
+    pub watch_connected: Family<KindLabels, Gauge>,
+    /// Seconds since the watch of a kind last got an event, a bookmark or a list.
+    pub watch_last_seen: Family<KindLabels, Gauge<f64, AtomicU64>>,
 }
 
 impl Default for Metrics {
@@ -283,6 +296,43 @@ impl Metrics {
             "Standalone: pods evicted per preemption",
             preemption_victims.clone(),
         );
+        let retry_prompts = Family::<ResultLabels, Counter>::default();
+        registry.register(
+            "retry_prompts",
+            "Extender: annotation patches asking kube-scheduler to retry a pod placer had rejected, by result (sent, gone, failed, suppressed)",
+            retry_prompts.clone(),
+        );
+        let retry_rechecks = Counter::default();
+        registry.register(
+            "retry_rechecks",
+            "Extender: parked pods re-checked after a cache change",
+            retry_rechecks.clone(),
+        );
+        let parked_evicted = Counter::default();
+        registry.register(
+            "parked_evicted",
+            "Extender: parked pods forgotten to stay within the bound",
+            parked_evicted.clone(),
+        );
+        let parked_pods = Gauge::default();
+        registry.register(
+            "parked_pods",
+            "Extender: pods whose last filter call left them no feasible node",
+            parked_pods.clone(),
+        );
+        let watch_connected = Family::<KindLabels, Gauge>::default();
+        registry.register(
+            "watch_connected",
+            "1 while the watch of a kind is connected to the API server",
+            watch_connected.clone(),
+        );
+        let watch_last_seen = Family::<KindLabels, Gauge<f64, AtomicU64>>::default();
+        registry.register_with_unit(
+            "watch_last_seen_age",
+            "Time since the watch of a kind last got an event, a bookmark or a list",
+            Unit::Seconds,
+            watch_last_seen.clone(),
+        );
         let build_info = Family::<BuildLabels, Gauge>::default();
         build_info
             .get_or_create(&BuildLabels {
@@ -310,7 +360,20 @@ impl Metrics {
             leader,
             preemption_attempts,
             preemption_victims,
+            retry_prompts,
+            retry_rechecks,
+            parked_evicted,
+            parked_pods,
+            watch_connected,
+            watch_last_seen,
         }
+    }
+
+    /// Records one retry prompt outcome.
+    pub fn retry_prompt(&self, result: &'static str) {
+        self.retry_prompts
+            .get_or_create(&ResultLabels { result })
+            .inc();
     }
 
     /// Records a scheduling attempt.
@@ -408,6 +471,18 @@ pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
         m.cache_objects
             .get_or_create(&KindLabels { kind: "pod" })
             .set(cluster.pod_count() as i64);
+    }
+    for w in state.cache.watches().all() {
+        let kind = KindLabels { kind: w.kind() };
+        m.watch_connected
+            .get_or_create(&kind)
+            .set(i64::from(w.is_connected()));
+        m.watch_last_seen
+            .get_or_create(&kind)
+            .set(w.since_last_seen().as_secs_f64());
+    }
+    if let Some(retry) = &state.retry {
+        m.parked_pods.set(retry.parked() as i64);
     }
     (
         [(

@@ -34,8 +34,11 @@ pub fn apply(state: &AppState, text: &str, file: &str) -> Result<(), PolicyError
     state.cache.write().set_dimensions(&union);
     state.policy.store(Arc::new(new));
     state.cache.write().set_dimensions(&new_dims);
-    // Pods that fit nowhere under the old policy may fit under the new one.
+    // Pods that fit nowhere under the old policy may fit under the new one:
+    // standalone's queue retries them, and the extender re-checks its parked
+    // pods against every node and prompts kube-scheduler for those now freed.
     state.cache.note_event();
+    state.cache.changes().everything();
     Ok(())
 }
 

@@ -7,7 +7,10 @@
 //!   (default: build or reuse them with `tests/cluster/build.sh`);
 //! - `PLACER_E2E_PLACER_BIN`: another placer binary to test (default: cargo's build);
 //! - `PLACER_E2E_RUST_LOG`: placer's log filter (default `info`);
-//! - `PLACER_E2E_KEEP=1`: keep the temp dirs with configs and logs of every process.
+//! - `PLACER_E2E_KEEP=1`: keep the temp dirs with configs and logs of every process;
+//! - `PLACER_E2E_RACE_NO_PROMPTS=1`: run the `retry` race tests with `--no-retry-prompts` (they
+//!   then report the stuck pods and fail), `PLACER_E2E_RACE_TRIALS` and `PLACER_E2E_PENDING_PODS`:
+//!   their sizes (40 trials, 1,000 pending pods).
 
 mod harness;
 
@@ -17,6 +20,8 @@ mod extender;
 mod freshness;
 mod manifests;
 mod outage;
+mod restart;
+mod retry;
 mod scale;
 mod smoke;
 mod standalone;

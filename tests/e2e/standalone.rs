@@ -989,6 +989,24 @@ fn bind_lines(env: &TestEnv, replicas: &[&Placer], pod: &str) -> anyhow::Result<
         .collect()
 }
 
+/// Waits for the pod's `Scheduled` event: it follows the binding, asynchronously, so it can lag
+/// behind `spec.nodeName` on a loaded machine.
+async fn wait_scheduled_event(env: &TestEnv, pod: &str) -> anyhow::Result<()> {
+    env.poll(
+        &format!("the Scheduled event of {pod}"),
+        SCHEDULING_TIMEOUT,
+        || async {
+            let n = env.pod_events(pod, "Scheduled").await?.len();
+            Ok(if n > 0 {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(format!("{pod}: {n} events"))
+            })
+        },
+    )
+    .await
+}
+
 /// Two replicas with `--leader-elect`: exactly one holds the Lease and schedules. After a
 /// `kill -9` of the leader the other takes over once the lease has lapsed, and binds the pods
 /// created meanwhile. As in client-go, a candidate times the lease from when it last saw the
@@ -1016,22 +1034,9 @@ async fn leader_failover_after_kill() -> anyhow::Result<()> {
     let before = create_pods(&env, "before", 4).await?;
     for pod in &before {
         assert!(nodes.contains(&env.wait_pod_bound(pod).await?));
-        // The event follows the binding; a SIGKILLed scheduler (placer or
-        // kube-scheduler alike) loses events it has not sent yet, so kill the
-        // leader only once they are in.
-        env.poll(
-            "the Scheduled event of a pod bound before the kill",
-            SCHEDULING_TIMEOUT,
-            || async {
-                let n = env.pod_events(pod, "Scheduled").await?.len();
-                Ok(if n > 0 {
-                    ControlFlow::Break(())
-                } else {
-                    ControlFlow::Continue(format!("{pod}: {n} events"))
-                })
-            },
-        )
-        .await?;
+        // A SIGKILLed scheduler (placer or kube-scheduler alike) loses events
+        // it has not sent yet, so kill the leader only once they are in.
+        wait_scheduled_event(&env, pod).await?;
     }
 
     let killed = Instant::now();
@@ -1053,6 +1058,9 @@ async fn leader_failover_after_kill() -> anyhow::Result<()> {
     assert_eq!(replicas[follower].metric("placer_leader").await?, Some(1.0));
 
     let both = [&replicas[0], &replicas[1]];
+    for pod in &after {
+        wait_scheduled_event(&env, pod).await?;
+    }
     for (pods, by) in [(&before, leader), (&after, follower)] {
         for pod in pods {
             let mut expected = vec![0, 0];

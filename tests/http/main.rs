@@ -21,3 +21,4 @@ mod invalid_pod;
 mod ops;
 mod preempt;
 mod prioritize;
+mod retry;

@@ -419,8 +419,13 @@ impl App {
 
     /// `policy` over `cache` as given (e.g. an unsynced `Cache::new()`).
     pub fn over_cache(policy: CompiledPolicy, cache: Arc<Cache>, settings: Settings) -> Self {
+        App::over_state(AppState::new(policy, cache, None, settings))
+    }
+
+    /// The router over `state` as given (e.g. with retry prompts switched on).
+    pub fn over_state(state: AppState) -> Self {
         App {
-            router: placer::server::router(AppState::new(policy, cache, None, settings)),
+            router: placer::server::router(state),
         }
     }
 

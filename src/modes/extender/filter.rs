@@ -11,6 +11,7 @@ use crate::protocol::{ExtenderArgs, ExtenderFilterResult, NodeList};
 use super::body::{RawBody, decode_and_run};
 use super::error::ApiError;
 use super::request::{self, Shape};
+use super::retry::NODE_CACHE;
 use super::{AppState, answer};
 
 /// The handler.
@@ -33,6 +34,8 @@ pub fn evaluate(state: &AppState, args: ExtenderArgs) -> Result<ExtenderFilterRe
     }
     let policy = state.policy.load();
     let cluster = state.cache.read();
+    // Read under the lock: changes reported later are newer than this view.
+    let seen_seq = state.cache.changes().seq();
     let req = request::decode(args, &cluster)?;
     state.metrics.observe_nodes("filter", req.nodes.len());
     let framework = match request::profile_for(&policy, &req.pod) {
@@ -55,35 +58,50 @@ pub fn evaluate(state: &AppState, args: ExtenderArgs) -> Result<ExtenderFilterRe
     let mut verdicts = verdicts.into_iter();
     let mut passed_names = Vec::new();
     let mut passed_raw = Vec::new();
+    let mut rejecting: Vec<&'static str> = Vec::new();
+    let requested = req.nodes.len();
     for r in req.nodes {
         let verdict = match r.node {
-            None => Some((Code::Unschedulable, NODE_NOT_FOUND.to_string())),
+            None => Some((Code::Unschedulable, NODE_CACHE, NODE_NOT_FOUND.to_string())),
             Some(_) => verdicts.next().flatten().map(|s| {
+                // An error is shown alone, so it names its plugin.
                 let message = if s.code() == Code::Error {
                     s.attributed_message()
                 } else {
                     s.message()
                 };
-                (s.code(), message)
+                (s.code(), s.plugin(), message)
             }),
         };
-        match verdict {
-            None => {
-                passed_names.push(r.name);
-                passed_raw.extend(r.raw);
-            }
-            Some((Code::Error, message)) => {
+        let Some((code, plugin, message)) = verdict else {
+            passed_names.push(r.name);
+            passed_raw.extend(r.raw);
+            continue;
+        };
+        if !rejecting.contains(&plugin) {
+            rejecting.push(plugin);
+        }
+        match code {
+            Code::Error => {
                 return Ok(ExtenderFilterResult {
                     error: message,
                     ..Default::default()
                 });
             }
-            Some((Code::UnschedulableAndUnresolvable, message)) => {
+            Code::UnschedulableAndUnresolvable => {
                 unresolvable.insert(r.name, message);
             }
-            Some((_, message)) => {
+            _ => {
                 failed.insert(r.name, message);
             }
+        }
+    }
+    if let Some(retry) = &state.retry {
+        // Both shapes list every passing node's name.
+        if passed_names.is_empty() {
+            retry.park(&state.cache, req.pod, rejecting, requested, seen_seq);
+        } else {
+            retry.unpark(&req.pod.uid);
         }
     }
     let (nodes, node_names) = match req.shape {

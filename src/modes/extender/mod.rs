@@ -12,6 +12,7 @@ pub mod filter;
 pub mod preempt;
 pub mod prioritize;
 pub mod request;
+pub mod retry;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -69,6 +70,9 @@ pub struct AppState {
     pub settings: Arc<Settings>,
     /// Prometheus metrics.
     pub metrics: Arc<Metrics>,
+    /// Parked pods and retry prompts; `None` without an API server or when
+    /// disabled (`--no-retry-prompts`).
+    pub retry: Option<Arc<retry::Retry>>,
 }
 
 /// Marks a 200 answer that carries a domain `Error` (for the outcome label).
@@ -100,7 +104,17 @@ impl AppState {
             binder,
             settings: Arc::new(settings),
             metrics,
+            retry: None,
         }
+    }
+
+    /// Turns on retry prompts (needs `pods` `patch`): `/filter` parks the
+    /// pods it leaves with no feasible node, and cache changes that would
+    /// free one prompt kube-scheduler to retry it.
+    pub fn enable_retry_prompts(&mut self, client: kube::Client) {
+        let retry = Arc::new(retry::Retry::new(self.metrics.clone()));
+        retry.spawn(client, self.cache.clone(), self.policy.clone());
+        self.retry = Some(retry);
     }
 }
 

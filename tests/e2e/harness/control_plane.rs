@@ -13,6 +13,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, anyhow, ensure};
@@ -20,7 +21,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 
 use super::ids::random_hex;
 use super::pki;
-use super::probe::{free_port, http_get, wait_ready};
+use super::probe::{free_port, http_get, wait_ready, wait_ready_every};
 use super::process::ChildProcess;
 use super::workdir::{at_exit, run_dir};
 
@@ -92,6 +93,14 @@ pub struct StartTimings {
     pub apiserver: Duration,
 }
 
+/// What it takes to start the API server again on the same port and etcd.
+struct ApiserverSpawn {
+    pki: pki::Pki,
+    tokens: PathBuf,
+    etcd_port: u16,
+    api_port: u16,
+}
+
 /// A running etcd + kube-apiserver pair and the files describing how to reach it.
 pub struct ControlPlane {
     binaries: Binaries,
@@ -100,7 +109,9 @@ pub struct ControlPlane {
     server: String,
     timings: StartTimings,
     etcd: ChildProcess,
-    apiserver: ChildProcess,
+    /// Behind a lock so [`ControlPlane::restart_apiserver`] can replace it.
+    apiserver: Mutex<ChildProcess>,
+    spawn: ApiserverSpawn,
 }
 
 /// The control plane shared by every test of this binary, started on first use.
@@ -109,7 +120,7 @@ pub async fn shared() -> anyhow::Result<&'static ControlPlane> {
         tokio::sync::OnceCell::const_new();
     let started = SHARED
         .get_or_init(|| async {
-            match ControlPlane::start().await {
+            match ControlPlane::start("cluster").await {
                 Ok(cp) => {
                     let cp: &'static ControlPlane = Box::leak(Box::new(cp));
                     at_exit(move || cp.kill());
@@ -124,13 +135,22 @@ pub async fn shared() -> anyhow::Result<&'static ControlPlane> {
         .map_err(|e| anyhow!("the shared test control plane failed to start: {e}"))
 }
 
+/// A control plane of the caller's own, for a test that restarts the API server (which would
+/// break every other test on the shared one). Killed at process exit, or earlier with
+/// [`ControlPlane::kill`].
+pub async fn private(name: &str) -> anyhow::Result<&'static ControlPlane> {
+    let cp: &'static ControlPlane = Box::leak(Box::new(ControlPlane::start(name).await?));
+    at_exit(move || cp.kill());
+    Ok(cp)
+}
+
 impl ControlPlane {
-    async fn start() -> anyhow::Result<Self> {
+    async fn start(name: &str) -> anyhow::Result<Self> {
         let t0 = Instant::now();
         let binaries = tokio::task::spawn_blocking(Binaries::locate).await??;
         let binaries_time = t0.elapsed();
 
-        let dir = run_dir().join("cluster");
+        let dir = run_dir().join(name);
         fs::create_dir_all(&dir)?;
         let pki = pki::generate(&dir.join("pki"))?;
         let token = random_hex(16);
@@ -154,7 +174,13 @@ impl ControlPlane {
         })
         .await?;
 
-        let apiserver = spawn_apiserver(&binaries, &dir, &pki, &tokens, etcd_port, api_port)?;
+        let spawn = ApiserverSpawn {
+            pki,
+            tokens,
+            etcd_port,
+            api_port,
+        };
+        let apiserver = spawn_apiserver(&binaries, &dir, &spawn)?;
         let client = client_from(&kubeconfig).await?;
         let apiserver_time = wait_ready(&apiserver, &[&etcd], APISERVER_READY_TIMEOUT, || async {
             let request = http::Request::get("/readyz").body(Vec::new())?;
@@ -174,8 +200,41 @@ impl ControlPlane {
             server,
             timings,
             etcd,
-            apiserver,
+            apiserver: Mutex::new(apiserver),
+            spawn,
         })
+    }
+
+    fn apiserver(&self) -> MutexGuard<'_, ChildProcess> {
+        self.apiserver
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Kills kube-apiserver with SIGKILL (etcd and its data stay).
+    pub fn kill_apiserver(&self) {
+        self.apiserver().kill();
+    }
+
+    /// Starts kube-apiserver again on the same port and etcd, and waits (probing every 20 ms)
+    /// until its `/readyz` says ok; returns the `Instant` it did.
+    pub async fn start_apiserver(&self) -> anyhow::Result<Instant> {
+        let process = spawn_apiserver(&self.binaries, &self.dir, &self.spawn)?;
+        let client = self.client().await?;
+        wait_ready_every(
+            &process,
+            &[&self.etcd],
+            APISERVER_READY_TIMEOUT,
+            Duration::from_millis(20),
+            || async {
+                let request = http::Request::get("/readyz").body(Vec::new())?;
+                Ok(client.request_text(request).await? == "ok")
+            },
+        )
+        .await?;
+        let ready = Instant::now();
+        *self.apiserver() = process;
+        Ok(ready)
     }
 
     /// A new client with the admin identity (group `system:masters`), bound to the caller's runtime.
@@ -205,12 +264,12 @@ impl ControlPlane {
 
     /// Tails of the etcd and API server logs, for failure reports.
     pub fn log_tails(&self, lines: usize) -> String {
-        self.apiserver.log_tail(lines) + &self.etcd.log_tail(lines)
+        self.apiserver().log_tail(lines) + &self.etcd.log_tail(lines)
     }
 
     /// The process ids of kube-apiserver and etcd (to read their CPU time and memory).
     pub fn pids(&self) -> (u32, u32) {
-        (self.apiserver.pid(), self.etcd.pid())
+        (self.apiserver().pid(), self.etcd.pid())
     }
 
     /// The directory holding PKI, etcd data and logs of the control plane.
@@ -218,9 +277,10 @@ impl ControlPlane {
         &self.dir
     }
 
-    /// Kills both processes at once (used at process exit: the data is thrown away anyway).
-    fn kill(&self) {
-        self.apiserver.kill();
+    /// Kills both processes at once (at process exit, or when a private control plane's test
+    /// ends: the data is thrown away anyway).
+    pub fn kill(&self) {
+        self.apiserver().kill();
         self.etcd.kill();
     }
 }
@@ -281,11 +341,14 @@ fn spawn_etcd(
 fn spawn_apiserver(
     bins: &Binaries,
     dir: &Path,
-    pki: &pki::Pki,
-    tokens: &Path,
-    etcd_port: u16,
-    api_port: u16,
+    spawn: &ApiserverSpawn,
 ) -> anyhow::Result<ChildProcess> {
+    let ApiserverSpawn {
+        pki,
+        tokens,
+        etcd_port,
+        api_port,
+    } = spawn;
     let mut cmd = Command::new(bins.path("kube-apiserver"));
     cmd.args([
         format!("--etcd-servers=http://127.0.0.1:{etcd_port}"),

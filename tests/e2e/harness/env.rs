@@ -28,6 +28,8 @@ pub struct TestEnv {
     client: kube::Client,
     run_id: String,
     logs: Mutex<Vec<(String, PathBuf)>>,
+    /// The control plane is the test's own: kill it when the test ends.
+    owns_cluster: bool,
     // The test's processes write here; they are created after the env and so dropped before it.
     dir: TestDir,
 }
@@ -36,7 +38,21 @@ impl TestEnv {
     /// Joins (starting if needed) the shared control plane and creates the test's namespace.
     /// Fails, never skips, when the control plane cannot start.
     pub async fn new(test: &str) -> anyhow::Result<Self> {
-        let cluster = control_plane::shared().await?;
+        Self::on(control_plane::shared().await?, test, false).await
+    }
+
+    /// Like [`TestEnv::new`] on a control plane of the test's own (for tests that restart the
+    /// API server), killed when the env drops.
+    pub async fn with_own_control_plane(test: &str) -> anyhow::Result<Self> {
+        let cluster = control_plane::private(&format!("cluster-{test}")).await?;
+        Self::on(cluster, test, true).await
+    }
+
+    async fn on(
+        cluster: &'static ControlPlane,
+        test: &str,
+        owns_cluster: bool,
+    ) -> anyhow::Result<Self> {
         let client = cluster.client().await?;
         let run_id = ids::run_id(test);
         let dir = TestDir::new(&run_id).context("create the test's temp dir")?;
@@ -52,6 +68,7 @@ impl TestEnv {
             client,
             run_id,
             logs: Mutex::new(Vec::new()),
+            owns_cluster,
             dir,
         })
     }
@@ -130,6 +147,9 @@ impl Drop for TestEnv {
                 self.run_id,
                 self.log_tails(60)
             );
+        }
+        if self.owns_cluster {
+            self.cluster.kill();
         }
     }
 }

@@ -52,6 +52,7 @@ pub use env::{RUN_LABEL, TestEnv};
 pub use fixtures::{NodeBuilder, PodBuilder};
 pub use placer::Placer;
 pub use policy::Policy;
+pub use probe::http_get;
 pub(crate) use scenario::per_node_shape;
 pub use scenario::{
     ExtenderRig, HW_ANNOTATION, HW_LABEL, HW_REASON, NodeShape, ZONE_LABEL, ZONE_LAYOUT, ZonePods,

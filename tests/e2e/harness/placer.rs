@@ -133,6 +133,12 @@ impl Placer {
             .transpose()
     }
 
+    /// Replaces placer's policy file with `policy` (YAML); placer reloads it on its own.
+    pub fn rewrite_policy(&self, policy: &str) -> anyhow::Result<()> {
+        std::fs::write(&self.policy, policy)
+            .with_context(|| format!("write {}", self.policy.display()))
+    }
+
     /// (Re)starts placer on the same port and waits for `/readyz`; stops a running one first.
     pub async fn restart(&mut self) -> anyhow::Result<()> {
         self.stop();

@@ -74,6 +74,28 @@ pub async fn wait_ready<F, Fut>(
     process: &ChildProcess,
     extra_logs: &[&ChildProcess],
     timeout: Duration,
+    probe: F,
+) -> anyhow::Result<Duration>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = anyhow::Result<bool>>,
+{
+    wait_ready_every(
+        process,
+        extra_logs,
+        timeout,
+        Duration::from_millis(200),
+        probe,
+    )
+    .await
+}
+
+/// [`wait_ready`] probing every `interval` (short ones to time a restart).
+pub async fn wait_ready_every<F, Fut>(
+    process: &ChildProcess,
+    extra_logs: &[&ChildProcess],
+    timeout: Duration,
+    interval: Duration,
     mut probe: F,
 ) -> anyhow::Result<Duration>
 where
@@ -101,7 +123,7 @@ where
                 tails(process, extra_logs)
             );
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        tokio::time::sleep(interval).await;
     }
 }
 

@@ -111,7 +111,19 @@ impl ExtenderRig {
         score: ScorePlugins,
         extender: impl FnOnce(ExtenderConfig) -> ExtenderConfig,
     ) -> anyhow::Result<Self> {
-        let placer = Placer::start(env, &policy.to_yaml()).await?;
+        Self::start_with_args(env, policy, score, extender, &[]).await
+    }
+
+    /// Like [`ExtenderRig::start`], with extra arguments for `placer serve`.
+    pub async fn start_with_args(
+        env: &TestEnv,
+        policy: &Policy,
+        score: ScorePlugins,
+        extender: impl FnOnce(ExtenderConfig) -> ExtenderConfig,
+        placer_args: &[&str],
+    ) -> anyhow::Result<Self> {
+        let placer =
+            Placer::start_with(env, &policy.to_yaml(), "placer", "extender", placer_args).await?;
         let config = SchedulerConfig::new(&env.scheduler_name())
             .score_plugins(score)
             .extender(extender(ExtenderConfig::new(&placer.url())));

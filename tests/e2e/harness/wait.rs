@@ -7,7 +7,6 @@
 //! `regarding`, `message` = its `note`, `source` empty, `reportingComponent` set), which supports
 //! server-side field selectors on `involvedObject.name` and `reason`.
 
-use std::cell::Cell;
 use std::future::Future;
 use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
@@ -18,9 +17,6 @@ use kube::Api;
 use kube::api::ListParams;
 
 use super::env::TestEnv;
-
-/// Node label [`TestEnv::wait_pod_bound_nudging`] changes to make kube-scheduler retry.
-pub const NUDGE_LABEL: &str = "e2e.placer.io/nudge";
 
 /// Default time allowed for a scheduling outcome to show up.
 pub const SCHEDULING_TIMEOUT: Duration = Duration::from_mins(1);
@@ -79,29 +75,6 @@ impl TestEnv {
             &format!("pod {pod} to be bound"),
             SCHEDULING_TIMEOUT,
             || self.bound_node(pod),
-        )
-        .await
-    }
-
-    /// Like [`TestEnv::wait_pod_bound`], but touches the `NUDGE_LABEL` of `node` every 2 s
-    /// while waiting. Use it after a change that should make an extender-rejected pod
-    /// schedulable: kube-scheduler retries such a pod on the next cluster event, but the event
-    /// (e.g. a node label) reaches kube-scheduler and placer's cache independently, so that first
-    /// retry can still meet placer's old view; without another event kube-scheduler then waits up
-    /// to 5 minutes before it tries again.
-    pub async fn wait_pod_bound_nudging(&self, pod: &str, node: &str) -> anyhow::Result<String> {
-        let polls = Cell::new(0_u32);
-        self.poll(
-            &format!("pod {pod} to be bound"),
-            SCHEDULING_TIMEOUT,
-            || async {
-                polls.set(polls.get() + 1);
-                if polls.get().is_multiple_of(8) {
-                    self.label_node(node, NUDGE_LABEL, &polls.get().to_string())
-                        .await?;
-                }
-                self.bound_node(pod).await
-            },
         )
         .await
     }
