@@ -9,7 +9,7 @@
 //! - unset: the criterion benchmarks (`cargo bench --bench request_path`;
 //!   criterion's own arguments, e.g. a name filter, work after `--`).
 //! - `latency`: times every cycle on its own with `Instant` and prints the
-//!   distribution (p50/p90/p99/max), the "p99 server time" of SPEC §11.
+//!   distribution (p50/p90/p99/max), the "p99 server time" of design §11.
 //!   `PLACER_BENCH_ITERS` sets the number of timed cycles (default 1000).
 //! - `loop`: runs the 5,000-name, 150,000-pod cycle `PLACER_BENCH_ITERS`
 //!   times (default 2000) and nothing else, for `perf record` / callgrind

@@ -3,6 +3,8 @@
 //! A Kubernetes scheduling service: a scheduler extender for stock
 //! kube-scheduler and, with the same plugins, a standalone scheduler.
 //!
+//! The design is written up in `docs/design.md`; comments cite it as "design §n".
+//!
 //! Where to start reading:
 //!
 //! | module | what it holds |
@@ -14,7 +16,7 @@
 //! | [`policy`] | the policy file: strict loading, defaults, compiled profiles |
 //! | [`yaml`] | bounded YAML reading for policy and snapshot files: nesting and alias limits, field positions |
 //! | [`modes`] | extender mode (the HTTP verbs) and standalone mode |
-//! | [`ops`] | health, debug endpoints, logging, signals, TLS and policy reload |
+//! | [`ops`] | health, debug endpoints, metrics, logging, signals, TLS and policy reload |
 //! | [`server`] | the HTTP router and the listener: connection cap, timeouts, drain |
 //! | [`cli`] | the command line |
 #![deny(missing_docs)]

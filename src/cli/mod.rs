@@ -1,4 +1,4 @@
-//! The command line (SPEC §2): `serve`, `score`, `check-policy`, `--version`.
+//! The command line (design §2): `serve`, `score`, `check-policy`, `--version`.
 
 mod check_policy;
 mod score;

@@ -1,7 +1,7 @@
 //! Runs a profile's plugins over one pod and a set of nodes.
 //!
 //! The runner owns the order of extension points, the parallelism over nodes,
-//! normalization, clamping and the weighted sum of SPEC §6. Plugins only see
+//! normalization, clamping and the weighted sum of design §6. Plugins only see
 //! one pod and one node (or the node list in PreScore).
 
 use std::ops::ControlFlow;

@@ -1,4 +1,4 @@
-//! Hot reload of the policy file (SPEC §4): a valid new policy replaces the
+//! Hot reload of the policy file (design §4): a valid new policy replaces the
 //! old one atomically between requests; an invalid one is rejected, logged
 //! with its position, counted, and the old policy stays in force.
 //! The file is watched, and SIGHUP re-reads it on demand.

@@ -1,5 +1,5 @@
 //! CapabilityFilter: a pod annotation asks for a capability; only nodes with
-//! the matching label may run the pod (SPEC §5.1).
+//! the matching label may run the pod (design §5.1).
 //!
 //! Business meaning is kept out of node labels: the pod says "I need hardware
 //! encryption" (`myorg.io/require-hw-encrypt: "true"`) and the policy maps that

@@ -1,4 +1,4 @@
-//! NetQoS: latency-sensitive pods prefer nodes with a fast network (SPEC §5.1).
+//! NetQoS: latency-sensitive pods prefer nodes with a fast network (design §5.1).
 //!
 //! Unlike the seed article, pods without the latency-sensitive label are not
 //! steered at all: the plugin skips them in PreScore, so it contributes

@@ -1,5 +1,5 @@
 //! NodeAffinity: `spec.nodeSelector` and required node affinity filter nodes;
-//! preferred node affinity scores them (SPEC §5.2).
+//! preferred node affinity scores them (design §5.2).
 //!
 //! Mirrors kube-scheduler v1.37's
 //! `pkg/scheduler/framework/plugins/nodeaffinity/node_affinity.go`, with the

@@ -1,5 +1,5 @@
 //! NodeName: a pod whose `spec.nodeName` is set only fits that node
-//! (SPEC §5.2).
+//! (design §5.2).
 //!
 //! Mirrors kube-scheduler v1.37's
 //! `pkg/scheduler/framework/plugins/nodename/node_name.go`: PreFilter narrows

@@ -1,5 +1,5 @@
 //! NodePorts: a pod that binds host ports only goes where those ports are
-//! free (SPEC §5.2). kube-scheduler's plugin of the same name
+//! free (design §5.2). kube-scheduler's plugin of the same name
 //! (`pkg/scheduler/framework/plugins/nodeports/node_ports.go`) with its
 //! conflict rules (`HostPortInfo.CheckConflict` in the framework types):
 //!

@@ -1,5 +1,5 @@
 //! NodeResourcesFit: does the node have room for the pod's requests, and how
-//! full would it be (SPEC §5.2). kube-scheduler's plugin of the same name
+//! full would it be (design §5.2). kube-scheduler's plugin of the same name
 //! (`pkg/scheduler/framework/plugins/noderesources/fit.go`), with its reason
 //! strings, so `kubectl describe pod` reads the same.
 //!

@@ -1,6 +1,6 @@
 //! NodeUnschedulable: a cordoned node (`spec.unschedulable`) only takes pods
 //! that tolerate the `node.kubernetes.io/unschedulable:NoSchedule` taint
-//! (SPEC §5.2).
+//! (design §5.2).
 //!
 //! Mirrors kube-scheduler v1.37's
 //! `pkg/scheduler/framework/plugins/nodeunschedulable/node_unschedulable.go`.

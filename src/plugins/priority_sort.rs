@@ -1,5 +1,5 @@
 //! PrioritySort: the standalone queue pops the highest-priority pod first,
-//! and among equal priorities the one queued earliest (SPEC §5.2).
+//! and among equal priorities the one queued earliest (design §5.2).
 //!
 //! Mirrors kube-scheduler v1.37's
 //! `pkg/scheduler/framework/plugins/queuesort/priority_sort.go`. A missing

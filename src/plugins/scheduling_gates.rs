@@ -1,5 +1,5 @@
 //! SchedulingGates: a pod with `spec.schedulingGates` is not attempted until
-//! every gate is removed (SPEC §5.2).
+//! every gate is removed (design §5.2).
 //!
 //! Mirrors kube-scheduler v1.37's
 //! `pkg/scheduler/framework/plugins/schedulinggates/scheduling_gates.go`.

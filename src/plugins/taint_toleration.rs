@@ -1,6 +1,6 @@
 //! TaintToleration: a pod may only land on a node whose `NoSchedule` and
 //! `NoExecute` taints it tolerates, and prefers nodes with fewer untolerated
-//! `PreferNoSchedule` taints (SPEC §5.2).
+//! `PreferNoSchedule` taints (design §5.2).
 //!
 //! Mirrors kube-scheduler v1.37's
 //! `pkg/scheduler/framework/plugins/tainttoleration/taint_toleration.go`, with

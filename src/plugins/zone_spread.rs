@@ -1,5 +1,5 @@
 //! ZoneSpread: prefer nodes whose zone holds the fewest pods like this one
-//! (or the most, with `reverse: true`, for bin-packing). SPEC §5.1.
+//! (or the most, with `reverse: true`, for bin-packing). design §5.1.
 //!
 //! Unlike the seed article, the count is per *zone* (not per node), it comes
 //! from the cache's zone index (O(1) per node, whatever the number of pods),

@@ -1,5 +1,5 @@
 //! The policy file (`placer/v1alpha1`, kind `Policy`): profiles, the plugins
-//! they enable, weights and arguments (SPEC §4).
+//! they enable, weights and arguments (design §4).
 //!
 //! [`load`] reads and strictly validates a file; [`CompiledPolicy`] turns it
 //! into one [`Framework`] per profile, ready to run.

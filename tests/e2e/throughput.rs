@@ -13,7 +13,7 @@
 //! goroutine per pod). Both processes run during both measurements, so each also pays for
 //! watching the other's pods.
 //!
-//! The test asserts correctness, not speed (performance is measured, not asserted, SPEC §11):
+//! The test asserts correctness, not speed (performance is measured, not asserted, design §11):
 //! every pod is bound to one of the test's nodes, never moved, and bound exactly once — one
 //! binding log line (placer's `bound pod`, kube-scheduler's `Successfully bound pod to node`)
 //! and one `Scheduled` event per pod. It prints the rates as

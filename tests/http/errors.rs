@@ -1,4 +1,4 @@
-//! Error paths of the verbs (SPEC §3.1): malformed or wrongly shaped JSON is
+//! Error paths of the verbs (design §3.1): malformed or wrongly shaped JSON is
 //! a 400 `{"Error": "<what and where>"}`, an oversized body a 413, and after
 //! each of them the same service still answers good requests. Large but valid
 //! requests (10,000 pod labels, 5,000 nodes) are answered correctly.

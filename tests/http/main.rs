@@ -1,4 +1,4 @@
-//! HTTP tests of placer's service: every route of SPEC §3 and every status
+//! HTTP tests of placer's service: every route of design §3 and every status
 //! code of §3.1, driven in-process through `placer::server::router` with
 //! `tower::ServiceExt::oneshot`, plus one test module that runs the real
 //! binary over TCP.

@@ -1,5 +1,5 @@
 //! `POST /prioritize`: a bare array with one 0..=10 score per requested node,
-//! computed as SPEC §6 says. Every expected score is worked out by hand from
+//! computed as design §6 says. Every expected score is worked out by hand from
 //! the fixture cluster (see `support::fixture_cluster`).
 
 use axum::http::StatusCode;

@@ -1,4 +1,4 @@
-//! Operations against the real `placer` binary (SPEC §4 reload, §9
+//! Operations against the real `placer` binary (design §4 reload, §9
 //! operations): HTTPS and certificate reload, mutual TLS, policy hot reload,
 //! `/metrics`, graceful shutdown on SIGTERM, signals, connection limits and
 //! timeouts, and a seeded fuzz of every verb.

@@ -1,4 +1,4 @@
-//! `/metrics` (SPEC §9) from the real binary: OpenMetrics text with request
+//! `/metrics` (design §9) from the real binary: OpenMetrics text with request
 //! counts by verb and outcome, latency in seconds, nodes per request, plugin
 //! timings per extension point, cache object counts and build info.
 

@@ -1,4 +1,4 @@
-//! Policy hot reload (SPEC §4) against the real binary: a valid change is
+//! Policy hot reload (design §4) against the real binary: a valid change is
 //! put in force (visible in `/policy` and in `/prioritize` scores), an
 //! invalid one is rejected with its `file:line:column`, counted, and the old
 //! policy stays; ConfigMap-style `..data` symlink swaps are picked up.

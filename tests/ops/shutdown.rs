@@ -1,4 +1,4 @@
-//! Graceful shutdown (SPEC §9): on SIGTERM placer stops accepting, finishes
+//! Graceful shutdown (design §9): on SIGTERM placer stops accepting, finishes
 //! the request in flight, closes idle keep-alive connections (kube-scheduler
 //! keeps one open), exits 0 within a few seconds and logs "placer stopped".
 

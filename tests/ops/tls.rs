@@ -1,4 +1,4 @@
-//! HTTPS (SPEC §9): the verbs over TLS, plain HTTP refused on the TLS port,
+//! HTTPS (design §9): the verbs over TLS, plain HTTP refused on the TLS port,
 //! and certificate reload when the files change — by rename and by a
 //! Secret-volume `..data` symlink swap — without the listener going down;
 //! broken replacements are rejected and the old certificate stays.

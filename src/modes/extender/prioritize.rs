@@ -1,4 +1,4 @@
-//! `POST /prioritize`: a 0..=10 score for every requested node (SPEC §6).
+//! `POST /prioritize`: a 0..=10 score for every requested node (design §6).
 
 use axum::Json;
 use axum::extract::State;

@@ -1,5 +1,5 @@
 //! Standalone mode: placer as a scheduler of its own for the pods whose
-//! `spec.schedulerName` names one of its profiles (SPEC §8).
+//! `spec.schedulerName` names one of its profiles (design §8).
 //!
 //! - [`queue`]: active / backoff / unschedulable sub-queues, gated pods held out;
 //! - [`cycle`]: one attempt on a snapshot (filter, post-filter, score, choose with tie rotation);

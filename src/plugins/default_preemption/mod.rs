@@ -1,6 +1,6 @@
 //! DefaultPreemption: when no node fits a pod, find pods of lower priority
 //! whose eviction would make it fit, pick the node where that costs least, and
-//! nominate it (SPEC §8, PostFilter).
+//! nominate it (design §8, PostFilter).
 //!
 //! Mirrors kube-scheduler v1.37's `plugins/defaultpreemption` and
 //! `framework/preemption` for single pods (pod groups are not modelled):

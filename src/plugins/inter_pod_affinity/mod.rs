@@ -1,5 +1,5 @@
 //! InterPodAffinity: place a pod relative to the pods already running, by
-//! their labels and a topology key, as kube-scheduler does (SPEC §5.2).
+//! their labels and a topology key, as kube-scheduler does (design §5.2).
 //!
 //! Mirrors kube-scheduler's `pkg/scheduler/framework/plugins/interpodaffinity`
 //! (`filtering.go`, `scoring.go`, `plugin.go`) and the term matching of

@@ -1,5 +1,5 @@
 //! PodTopologySpread: spread a pod's group evenly over topology domains
-//! (zones, hosts, ...), as kube-scheduler does (SPEC §5.2).
+//! (zones, hosts, ...), as kube-scheduler does (design §5.2).
 //!
 //! Mirrors kube-scheduler's `pkg/scheduler/framework/plugins/podtopologyspread`
 //! (`common.go`, `filtering.go`, `scoring.go`, `plugin.go`):

@@ -1,5 +1,5 @@
 //! VolumeBinding: a pod's PersistentVolumeClaims must exist and be bound, and
-//! the node must be one their volumes can be attached to (SPEC §5.2).
+//! the node must be one their volumes can be attached to (design §5.2).
 //!
 //! Mirrors kube-scheduler v1.37's
 //! `pkg/scheduler/framework/plugins/volumebinding` for claims that are

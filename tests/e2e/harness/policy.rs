@@ -1,4 +1,4 @@
-//! placer policy files (`apiVersion: placer/v1alpha1`, `kind: Policy`, SPEC §4) for scenarios.
+//! placer policy files (`apiVersion: placer/v1alpha1`, `kind: Policy`, design §4) for scenarios.
 
 use std::fmt::Write as _;
 
