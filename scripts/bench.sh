@@ -47,14 +47,8 @@ done
 
 # --- machine -----------------------------------------------------------------
 {
-  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-  echo "cpus: $(nproc)"
-  echo "model: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
-  echo "memory: $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)"
-  echo "kernel: $(uname -r)"
-  echo "rustc: $(rustc --version)"
+  bash scripts/machine.sh
   echo "wrk: $(wrk --version 2>&1 | head -1 | awk '{print $2}')"
-  echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- src Cargo.toml 2>/dev/null || echo ' (+ uncommitted changes)')"
   echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 } | tee "$OUT/machine.txt" >&2
 

@@ -43,15 +43,9 @@ export PLACER_SCALE_WORKLOADS=${SCALE_WORKLOADS:-basic,precreated}
 export PLACER_E2E_RUST_LOG=${PLACER_E2E_RUST_LOG:-info}
 
 {
-  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-  echo "cpus: $(nproc)"
-  echo "model: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
-  echo "memory: $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)"
-  echo "kernel: $(uname -r)"
-  echo "rustc: $(rustc --version)"
+  bash scripts/machine.sh
   echo "kube-scheduler: $("$PLACER_E2E_BIN_DIR/kube-scheduler" --version 2>&1 | head -1)"
   echo "kwok: $("$PLACER_E2E_KWOK_DIR/kwok" --version 2>&1 | head -1)"
-  echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- src tests Cargo.toml 2>/dev/null || echo ' (+ uncommitted changes)')"
 } | tee "$OUT/machine.txt" >&2
 
 for size in $SIZES; do
