@@ -9,7 +9,8 @@
 //! the pod as a bad request naming the field, so that every verb answers
 //! such a pod the same way and never with a 5xx.
 
-use k8s_openapi::api::core::v1::{PodAffinityTerm, WeightedPodAffinityTerm};
+use k8s_openapi::api::core::v1::PodAffinityTerm;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 use crate::framework::PodInfo;
 use crate::plugins::{label_selector, node_affinity};
@@ -19,6 +20,10 @@ const WHEN_UNSATISFIABLE: [&str; 2] = ["DoNotSchedule", "ScheduleAnyway"];
 
 /// The first field of `pod` that the API server's validation would reject,
 /// as `spec.<path>: <what is wrong>`.
+///
+/// Runs on every verb, so field paths are only spelled out for the field that
+/// fails: a valid pod costs no formatting. (Node-affinity terms are parsed
+/// with their paths, as the NodeAffinity plugin parses them anyway.)
 pub fn validate(pod: &PodInfo) -> Result<(), String> {
     let spec = &pod.spec;
     if let Some(affinity) = &spec.affinity {
@@ -38,11 +43,11 @@ pub fn validate(pod: &PodInfo) -> Result<(), String> {
                 .flatten()
                 .enumerate()
             {
-                let path = format!("{at}.preferredDuringSchedulingIgnoredDuringExecution[{i}]");
+                let path = || format!("{at}.preferredDuringSchedulingIgnoredDuringExecution[{i}]");
                 weight(t.weight, &path)?;
                 first(node_affinity::term_errors(
                     &t.preference,
-                    &format!("{path}.preference"),
+                    &format!("{}.preference", path()),
                 ))?;
             }
         }
@@ -70,37 +75,45 @@ pub fn validate(pod: &PodInfo) -> Result<(), String> {
             let Some((required, preferred)) = terms else {
                 continue;
             };
-            let at = format!("spec.affinity.{kind}");
             for (i, t) in required.iter().flatten().enumerate() {
-                pod_affinity_term(
-                    t,
-                    &format!("{at}.requiredDuringSchedulingIgnoredDuringExecution[{i}]"),
-                )?;
+                pod_affinity_term(t, &|| {
+                    format!(
+                        "spec.affinity.{kind}.requiredDuringSchedulingIgnoredDuringExecution[{i}]"
+                    )
+                })?;
             }
             for (i, t) in preferred.iter().flatten().enumerate() {
-                weighted_pod_affinity_term(
-                    t,
-                    &format!("{at}.preferredDuringSchedulingIgnoredDuringExecution[{i}]"),
-                )?;
+                let path = || {
+                    format!(
+                        "spec.affinity.{kind}.preferredDuringSchedulingIgnoredDuringExecution[{i}]"
+                    )
+                };
+                weight(t.weight, &path)?;
+                pod_affinity_term(&t.pod_affinity_term, &|| {
+                    format!("{}.podAffinityTerm", path())
+                })?;
             }
         }
     }
     for (i, c) in spec.topology_spread_constraints.iter().enumerate() {
-        let path = format!("spec.topologySpreadConstraints[{i}]");
+        let path = || format!("spec.topologySpreadConstraints[{i}]");
         if c.max_skew <= 0 {
             return Err(format!(
-                "{path}.maxSkew: Invalid value: {}: must be greater than zero",
+                "{}.maxSkew: Invalid value: {}: must be greater than zero",
+                path(),
                 c.max_skew
             ));
         }
         if c.topology_key.is_empty() {
             return Err(format!(
-                "{path}.topologyKey: Required value: can not be empty"
+                "{}.topologyKey: Required value: can not be empty",
+                path()
             ));
         }
         if !WHEN_UNSATISFIABLE.contains(&c.when_unsatisfiable.as_str()) {
             return Err(format!(
-                "{path}.whenUnsatisfiable: Unsupported value: {:?}: supported values: \"DoNotSchedule\", \"ScheduleAnyway\"",
+                "{}.whenUnsatisfiable: Unsupported value: {:?}: supported values: \"DoNotSchedule\", \"ScheduleAnyway\"",
+                path(),
                 c.when_unsatisfiable
             ));
         }
@@ -108,43 +121,49 @@ pub fn validate(pod: &PodInfo) -> Result<(), String> {
             && min <= 0
         {
             return Err(format!(
-                "{path}.minDomains: Invalid value: {min}: must be greater than zero"
+                "{}.minDomains: Invalid value: {min}: must be greater than zero",
+                path()
             ));
         }
         if let Some(selector) = &c.label_selector {
-            label_selector::validate_at(selector, &format!("{path}.labelSelector"))?;
+            selector_at(selector, &|| format!("{}.labelSelector", path()))?;
         }
     }
     Ok(())
 }
 
-fn weighted_pod_affinity_term(t: &WeightedPodAffinityTerm, path: &str) -> Result<(), String> {
-    weight(t.weight, path)?;
-    pod_affinity_term(&t.pod_affinity_term, &format!("{path}.podAffinityTerm"))
-}
-
-fn pod_affinity_term(t: &PodAffinityTerm, path: &str) -> Result<(), String> {
+fn pod_affinity_term(t: &PodAffinityTerm, path: &dyn Fn() -> String) -> Result<(), String> {
     if t.topology_key.is_empty() {
         return Err(format!(
-            "{path}.topologyKey: Required value: can not be empty"
+            "{}.topologyKey: Required value: can not be empty",
+            path()
         ));
     }
     if let Some(selector) = &t.label_selector {
-        label_selector::validate_at(selector, &format!("{path}.labelSelector"))?;
+        selector_at(selector, &|| format!("{}.labelSelector", path()))?;
     }
     if let Some(selector) = &t.namespace_selector {
-        label_selector::validate_at(selector, &format!("{path}.namespaceSelector"))?;
+        selector_at(selector, &|| format!("{}.namespaceSelector", path()))?;
     }
     Ok(())
 }
 
+/// [`label_selector::validate_at`], with the path spelled out only on failure.
+fn selector_at(selector: &LabelSelector, path: &dyn Fn() -> String) -> Result<(), String> {
+    match label_selector::validate(selector) {
+        Ok(()) => Ok(()),
+        Err(_) => label_selector::validate_at(selector, &path()),
+    }
+}
+
 /// Preferred terms weigh 1 to 100.
-fn weight(w: i32, path: &str) -> Result<(), String> {
+fn weight(w: i32, path: &dyn Fn() -> String) -> Result<(), String> {
     if (1..=100).contains(&w) {
         Ok(())
     } else {
         Err(format!(
-            "{path}.weight: Invalid value: {w}: must be in the range 1-100"
+            "{}.weight: Invalid value: {w}: must be in the range 1-100",
+            path()
         ))
     }
 }
