@@ -255,7 +255,7 @@ fn probe() {
         .iter()
         .map(|n| cluster.node(n).expect("node").clone())
         .collect();
-    let copies: Vec<placer::framework::NodeInfo> = arcs.iter().map(|a| (**a).clone()).collect();
+    let copies: Vec<placer::objects::NodeInfo> = arcs.iter().map(|a| (**a).clone()).collect();
     let time = |what: &str, f: &mut dyn FnMut() -> usize| {
         let mut best = Duration::MAX;
         let mut v = Vec::new();

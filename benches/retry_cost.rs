@@ -11,9 +11,9 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use placer::framework::PodInfo;
 use placer::modes::extender::AppState;
 use placer::modes::extender::retry::Retry;
+use placer::objects::PodInfo;
 use serde_json::json;
 
 use support::{NodeSpec, filter_once};

@@ -16,8 +16,9 @@
 use std::time::Instant;
 
 use placer::cache::ClusterState;
-use placer::framework::{NodeInfo, Nominating, PodInfo, Resources};
+use placer::framework::Nominating;
 use placer::modes::standalone::cycle::{Nominated, TieRotation, schedule_one};
+use placer::objects::{NodeInfo, PodInfo, Resources};
 use placer::policy::{CompiledPolicy, load};
 
 const PODS_PER_NODE: usize = 30;

@@ -10,6 +10,7 @@
 //! | module | what it holds |
 //! | --- | --- |
 //! | [`protocol`] | the extender wire types (`ExtenderArgs`, `ExtenderFilterResult`, ...) |
+//! | [`objects`] | views of API objects (pods, nodes, resources, volumes, budgets, ...): the ground floor |
 //! | [`framework`] | statuses, cycle state, one trait per extension point, the runner, explanations |
 //! | [`plugins`] | one file per plugin and the registry that builds them from the policy |
 //! | [`cache`] | nodes, assigned pods and the zone index, plus keyed stores (claims, budgets, namespaces, ...), fed by watchers or a snapshot file |
@@ -27,6 +28,7 @@ pub mod cache;
 pub mod cli;
 pub mod framework;
 pub mod modes;
+pub mod objects;
 pub mod ops;
 pub mod plugins;
 pub mod policy;

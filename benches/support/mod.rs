@@ -13,8 +13,8 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 
 use placer::cache::{Cache, ClusterState};
-use placer::framework::{NodeInfo, PodInfo};
 use placer::modes::extender::{AppState, Settings, filter, prioritize};
+use placer::objects::{NodeInfo, PodInfo};
 use placer::policy::{self, CompiledPolicy};
 use placer::protocol::{self, ExtenderArgs};
 use serde_json::{Value, json};

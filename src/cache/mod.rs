@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 pub use changes::{ChangeFeed, Changes};
-pub use objects::{Keyed, Objects, namespace_and_name, object_key};
+pub use objects::Objects;
 pub use state::{ClusterState, NodeUsage, Stored};
 pub use watch_health::{WatchHealth, WatchHealthSet};
 pub use zone_index::{CountDimension, CountKey, CountSelector, ZoneIndex};

@@ -4,32 +4,7 @@
 
 use std::collections::HashMap;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-
-/// A view stored in [`Objects`]: its key is `namespace/name` for namespaced
-/// kinds and `name` for cluster-scoped ones.
-pub trait Keyed {
-    /// The store key.
-    fn key(&self) -> String;
-}
-
-/// The store key of an API object (the same rule as [`Keyed::key`]).
-pub fn object_key(meta: &ObjectMeta) -> String {
-    let name = meta.name.as_deref().unwrap_or("");
-    match meta.namespace.as_deref() {
-        Some(ns) if !ns.is_empty() => format!("{ns}/{name}"),
-        _ => name.to_string(),
-    }
-}
-
-/// `(namespace, name)` of an API object, each "" when absent: the fields
-/// every namespaced view keeps.
-pub fn namespace_and_name(meta: &ObjectMeta) -> (String, String) {
-    (
-        meta.namespace.clone().unwrap_or_default(),
-        meta.name.clone().unwrap_or_default(),
-    )
-}
+use crate::objects::Keyed;
 
 /// The objects of one kind by key.
 #[derive(Debug)]
@@ -118,12 +93,5 @@ mod tests {
         o.replace(vec![Named("c", 3)]);
         assert!(o.is_synced());
         assert_eq!(o.iter().collect::<Vec<_>>(), [&Named("c", 3)]);
-        let meta = |ns: Option<&str>| ObjectMeta {
-            name: Some("x".into()),
-            namespace: ns.map(str::to_string),
-            ..Default::default()
-        };
-        assert_eq!(object_key(&meta(Some("ns"))), "ns/x");
-        assert_eq!(object_key(&meta(None)), "x");
     }
 }

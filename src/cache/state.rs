@@ -9,15 +9,16 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
+use crate::cache::Objects;
 use crate::cache::zone_index::{CountDimension, ZoneIndex};
-use crate::cache::{Keyed, Objects};
-use crate::framework::namespace::NamespaceInfo;
-use crate::framework::pod::HostPort;
-use crate::framework::volume::{ClaimInfo, StorageClassInfo, VolumeInfo};
-use crate::framework::workload::{
+use crate::objects::Keyed;
+use crate::objects::namespace::NamespaceInfo;
+use crate::objects::pod::HostPort;
+use crate::objects::volume::{ClaimInfo, StorageClassInfo, VolumeInfo};
+use crate::objects::workload::{
     ReplicaSetSelector, ReplicationControllerSelector, ServiceSelector, StatefulSetSelector,
 };
-use crate::framework::{DisruptionBudget, NodeInfo, PodInfo, Resources};
+use crate::objects::{DisruptionBudget, NodeInfo, PodInfo, Resources};
 
 /// What the pods assigned to one node take from it.
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -483,7 +484,7 @@ mod tests {
     fn usage_follows_pods() {
         let mut s = ClusterState::default();
         let with = |name: &str, cpu: i64, port: i32| PodInfo {
-            spec: Arc::new(crate::framework::pod::PodSpecInfo {
+            spec: Arc::new(crate::objects::pod::PodSpecInfo {
                 requests: Resources {
                     milli_cpu: cpu,
                     ..Default::default()

@@ -23,13 +23,14 @@ use serde::de::DeserializeOwned;
 use tracing::info;
 
 use crate::cache::watch_stream::{self, Step};
-use crate::cache::{Cache, ClusterState, Stored, object_key};
-use crate::framework::namespace::NamespaceInfo;
-use crate::framework::volume::{ClaimInfo, StorageClassInfo, VolumeInfo};
-use crate::framework::workload::{
+use crate::cache::{Cache, ClusterState, Stored};
+use crate::objects::namespace::NamespaceInfo;
+use crate::objects::object_key;
+use crate::objects::volume::{ClaimInfo, StorageClassInfo, VolumeInfo};
+use crate::objects::workload::{
     ReplicaSetSelector, ReplicationControllerSelector, ServiceSelector, StatefulSetSelector,
 };
-use crate::framework::{DisruptionBudget, NodeInfo, PodInfo};
+use crate::objects::{DisruptionBudget, NodeInfo, PodInfo};
 
 /// Only pods bound to a node matter to placer's indexes.
 const ASSIGNED_PODS: &str = "spec.nodeName!=";

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
-use crate::framework::{NodeInfo, PodInfo};
+use crate::objects::{NodeInfo, PodInfo};
 
 /// Which pods count as "like the incoming pod" for a ZoneSpread configuration.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::cache::ClusterState;
-use crate::framework::{Code, CycleState, Framework, NodeInfo, PodInfo, Status};
+use crate::framework::{Code, CycleState, Framework, Status};
+use crate::objects::{NodeInfo, PodInfo};
 
 /// Reason given for a node name that placer's cache does not know.
 pub const NODE_NOT_FOUND: &str = "node not found in placer cache";

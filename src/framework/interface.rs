@@ -11,7 +11,8 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use crate::cache::ClusterState;
-use crate::framework::{CycleState, Framework, NodeInfo, PodInfo, Status};
+use crate::framework::{CycleState, Framework, Status};
+use crate::objects::{NodeInfo, PodInfo};
 
 /// Highest score a score plugin may give a node (kube-scheduler's `MaxNodeScore`).
 pub const MAX_NODE_SCORE: i64 = 100;

@@ -4,26 +4,18 @@
 //! Both modes and the offline tools go through here: the extender verbs call
 //! [`Framework::filter_nodes`] and [`Framework::score`], `/explain` and
 //! `placer score` call [`explain()`], and standalone mode adds
-//! [`Framework::post_filter`] (preemption) when no node fits. The views of
-//! other API objects plugins read live here too: [`DisruptionBudget`],
-//! [`volume`], [`namespace`], [`workload`].
+//! [`Framework::post_filter`] (preemption) when no node fits. Plugins read
+//! the views in [`crate::objects`] and the cluster in [`crate::cache`]; both
+//! sit below this floor.
 
-mod budget;
 mod cycle_state;
 pub mod explain;
 mod fit_error;
 pub mod interface;
-pub mod namespace;
-mod node;
-pub mod pod;
 mod pre_filter_result;
-pub mod resources;
 mod runner;
 mod status;
-pub mod volume;
-pub mod workload;
 
-pub use budget::DisruptionBudget;
 pub use cycle_state::CycleState;
 pub use explain::{Explanation, NODE_NOT_FOUND, explain};
 pub use fit_error::{ReasonHistogram, fit_error_message};
@@ -32,10 +24,7 @@ pub use interface::{
     Plugin, PostFilterPlugin, PostFilterResult, PreEnqueuePlugin, PreFilterPlugin, PreScorePlugin,
     QueueSortPlugin, QueuedPodInfo, ScorePlugin,
 };
-pub use node::{Labels, NodeInfo};
-pub use pod::PodInfo;
 pub use pre_filter_result::PreFilterResult;
-pub use resources::Resources;
 pub use runner::{
     ExtensionPoint, Framework, MAX_EXTENDER_SCORE, Observer, PluginScores, ScoreTable,
     WeightedPlugin,

@@ -14,7 +14,8 @@ use crate::cache::ClusterState;
 use crate::framework::interface::{
     Diagnosis, MAX_NODE_SCORE, MIN_NODE_SCORE, NodeScore, Nominating, Plugin, PostFilterResult,
 };
-use crate::framework::{Code, CycleState, NodeInfo, PodInfo, PreFilterResult, Status};
+use crate::framework::{Code, CycleState, PreFilterResult, Status};
+use crate::objects::{NodeInfo, PodInfo};
 
 /// Below this many nodes the per-node work is cheaper than handing it to
 /// another thread: on 2 cores rayon did not pay at 5,000 nodes (~0.08 µs per

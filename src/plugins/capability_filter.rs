@@ -10,8 +10,9 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::cache::ClusterState;
-use crate::framework::{CycleState, FilterPlugin, NodeInfo, PodInfo, PreFilterPlugin, Status};
-use crate::policy::fields::NonEmpty;
+use crate::framework::{CycleState, FilterPlugin, PreFilterPlugin, Status};
+use crate::objects::{NodeInfo, PodInfo};
+use crate::plugins::fields::NonEmpty;
 
 /// Plugin name in the policy.
 pub const NAME: &str = "CapabilityFilter";

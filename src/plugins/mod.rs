@@ -7,6 +7,7 @@
 
 pub mod capability_filter;
 pub mod default_preemption;
+pub mod fields;
 pub mod helper;
 pub mod inter_pod_affinity;
 mod label_selector;

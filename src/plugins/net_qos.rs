@@ -10,10 +10,9 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::cache::ClusterState;
-use crate::framework::{
-    CycleState, NodeInfo, NodeScore, PodInfo, PreScorePlugin, ScorePlugin, Status,
-};
-use crate::policy::fields::{NonEmpty, Score};
+use crate::framework::{CycleState, NodeScore, PreScorePlugin, ScorePlugin, Status};
+use crate::objects::{NodeInfo, PodInfo};
+use crate::plugins::fields::{NonEmpty, Score};
 
 /// Plugin name in the policy.
 pub const NAME: &str = "NetQoS";

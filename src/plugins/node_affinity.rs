@@ -38,9 +38,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::cache::ClusterState;
 use crate::framework::{
-    CycleState, FilterPlugin, NodeInfo, NodeScore, PodInfo, PreFilterPlugin, PreScorePlugin,
-    ScorePlugin, Status,
+    CycleState, FilterPlugin, NodeScore, PreFilterPlugin, PreScorePlugin, ScorePlugin, Status,
 };
+use crate::objects::{NodeInfo, PodInfo};
 use crate::plugins::helper::default_normalize_score;
 
 /// Plugin name in the policy.
@@ -96,7 +96,7 @@ struct LabelRequirement {
 
 impl LabelRequirement {
     /// `Requirement.Matches`.
-    fn matches(&self, labels: &crate::framework::Labels) -> bool {
+    fn matches(&self, labels: &crate::objects::Labels) -> bool {
         let value = labels.get(&self.key);
         match &self.op {
             LabelOp::In(values) => value.is_some_and(|v| values.iter().any(|x| x == v)),

@@ -11,7 +11,8 @@ use std::collections::HashSet;
 use serde::{Deserialize, Serialize};
 
 use crate::cache::ClusterState;
-use crate::framework::{CycleState, FilterPlugin, NodeInfo, PodInfo, PreFilterPlugin, Status};
+use crate::framework::{CycleState, FilterPlugin, PreFilterPlugin, Status};
+use crate::objects::{NodeInfo, PodInfo};
 
 /// Plugin name in the policy.
 pub const NAME: &str = "NodeName";

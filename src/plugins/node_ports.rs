@@ -16,8 +16,9 @@
 use serde::{Deserialize, Serialize};
 
 use crate::cache::ClusterState;
-use crate::framework::pod::HostPort;
-use crate::framework::{CycleState, FilterPlugin, NodeInfo, PodInfo, PreFilterPlugin, Status};
+use crate::framework::{CycleState, FilterPlugin, PreFilterPlugin, Status};
+use crate::objects::pod::HostPort;
+use crate::objects::{NodeInfo, PodInfo};
 
 /// Plugin name in the policy.
 pub const NAME: &str = "NodePorts";
@@ -132,7 +133,7 @@ mod tests {
 
     use super::*;
     use crate::framework::Code;
-    use crate::framework::pod::PodSpecInfo;
+    use crate::objects::pod::PodSpecInfo;
 
     fn hp(ip: &str, protocol: &str, port: i32) -> HostPort {
         HostPort {

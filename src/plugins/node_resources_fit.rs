@@ -38,12 +38,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::cache::{ClusterState, NodeUsage};
 use crate::framework::{
-    Code, CycleState, FilterPlugin, MAX_NODE_SCORE, NodeInfo, NodeScore, PodInfo, PreFilterPlugin,
-    PreScorePlugin, Resources, ScorePlugin, Status,
+    Code, CycleState, FilterPlugin, MAX_NODE_SCORE, NodeScore, PreFilterPlugin, PreScorePlugin,
+    ScorePlugin, Status,
 };
-use crate::policy::fields::NonEmpty;
+use crate::objects::{NodeInfo, PodInfo, Resources};
+use crate::plugins::fields::NonEmpty;
 
-use crate::framework::pod::PodSpecInfo;
+use crate::objects::pod::PodSpecInfo;
 
 /// Plugin name in the policy.
 pub const NAME: &str = "NodeResourcesFit";

@@ -10,7 +10,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::cache::ClusterState;
-use crate::framework::{CycleState, FilterPlugin, NodeInfo, PodInfo, Status};
+use crate::framework::{CycleState, FilterPlugin, Status};
+use crate::objects::{NodeInfo, PodInfo};
 use crate::plugins::helper::tolerations_tolerate;
 
 /// Plugin name in the policy.

@@ -12,7 +12,7 @@
 use k8s_openapi::api::core::v1::PodAffinityTerm;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
-use crate::framework::PodInfo;
+use crate::objects::PodInfo;
 use crate::plugins::{label_selector, node_affinity};
 
 /// `whenUnsatisfiable` values the API server accepts.

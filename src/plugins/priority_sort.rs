@@ -40,7 +40,7 @@ impl QueueSortPlugin for PrioritySort {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::framework::PodInfo;
+    use crate::objects::PodInfo;
     use std::sync::Arc;
     use std::time::{Duration, Instant};
 

@@ -6,7 +6,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::framework::{PodInfo, PreEnqueuePlugin, Status};
+use crate::framework::{PreEnqueuePlugin, Status};
+use crate::objects::PodInfo;
 
 /// Plugin name in the policy.
 pub const NAME: &str = "SchedulingGates";

@@ -19,9 +19,8 @@ use k8s_openapi::api::core::v1::Toleration;
 use serde::{Deserialize, Serialize};
 
 use crate::cache::ClusterState;
-use crate::framework::{
-    CycleState, FilterPlugin, NodeInfo, NodeScore, PodInfo, PreScorePlugin, ScorePlugin, Status,
-};
+use crate::framework::{CycleState, FilterPlugin, NodeScore, PreScorePlugin, ScorePlugin, Status};
+use crate::objects::{NodeInfo, PodInfo};
 use crate::plugins::helper::{default_normalize_score, tolerates_taint};
 
 /// Plugin name in the policy.

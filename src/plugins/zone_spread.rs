@@ -12,9 +12,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::cache::{ClusterState, CountDimension, CountSelector};
 use crate::framework::{
-    CycleState, MAX_NODE_SCORE, NodeInfo, NodeScore, PodInfo, PreScorePlugin, ScorePlugin, Status,
+    CycleState, MAX_NODE_SCORE, NodeScore, PreScorePlugin, ScorePlugin, Status,
 };
-use crate::policy::fields::NonEmpty;
+use crate::objects::{NodeInfo, PodInfo};
+use crate::plugins::fields::NonEmpty;
 
 /// Plugin name in the policy.
 pub const NAME: &str = "ZoneSpread";

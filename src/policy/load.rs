@@ -13,9 +13,8 @@ use std::path::Path;
 use serde::de::{self, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
-use super::{
-    API_VERSION, ExtenderSettings, KIND, NonEmpty, PluginConfig, Policy, ProfileConfig, Weight,
-};
+use super::{API_VERSION, ExtenderSettings, KIND, PluginConfig, Policy, ProfileConfig};
+use crate::plugins::fields::{NonEmpty, Weight};
 use crate::plugins::{PLUGIN_NAMES, PluginArgs};
 
 /// A policy that could not be read or is invalid.

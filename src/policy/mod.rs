@@ -4,7 +4,6 @@
 //! [`load`] reads and strictly validates a file; [`CompiledPolicy`] turns it
 //! into one [`Framework`] per profile, ready to run.
 
-pub mod fields;
 mod load;
 
 use std::collections::HashMap;
@@ -15,8 +14,8 @@ use serde::Serialize;
 use crate::cache::CountDimension;
 use crate::framework::{Framework, Observer, WeightedPlugin};
 use crate::plugins::PluginArgs;
+use crate::plugins::fields::{NonEmpty, Weight};
 
-pub use fields::{NonEmpty, Score, Weight};
 pub use load::{PolicyError, load, parse};
 
 /// The API version this build understands.

@@ -177,7 +177,7 @@ fn errors_name_the_field_and_position() {
 fn nested_errors_count_from_the_request_body() {
     let body = b"{\"NodeNames\":[],\n \"Pod\":{\"metadata\":{\"labels\":{\"app\":5}}}}";
     let args: ExtenderArgs = from_slice(body).unwrap();
-    let e = from_raw::<crate::framework::PodInfo>(args.pod.as_deref().unwrap(), "Pod").unwrap_err();
+    let e = from_raw::<crate::objects::PodInfo>(args.pod.as_deref().unwrap(), "Pod").unwrap_err();
     assert_eq!(e.path, "Pod.metadata.labels.app");
     let e = e.relocate(body);
     assert_eq!((e.line, e.column), (2, 37));

@@ -10,8 +10,8 @@ use axum::body::{Body, Bytes};
 use axum::http::StatusCode;
 use futures::StreamExt;
 use placer::cache::ClusterState;
-use placer::framework::PodInfo;
 use placer::modes::extender::Settings;
+use placer::objects::PodInfo;
 use serde_json::{Value, json};
 
 use crate::support::{

@@ -21,7 +21,7 @@ use serde::de::DeserializeOwned;
 use serde_yaml_ng::Value;
 
 use crate::cache::ClusterState;
-use crate::framework::{NodeInfo, PodInfo};
+use crate::objects::{NodeInfo, PodInfo};
 use crate::yaml::{self, FieldPath, Mark};
 
 /// A snapshot file that could not be read or understood.

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{Container, Node, Pod, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
-use crate::framework::resources::parse_resource;
+use crate::objects::resources::parse_resource;
 use crate::yaml::FieldPath;
 
 /// What is wrong with an object, and where inside it.

@@ -5,7 +5,8 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use crate::cache::ClusterState;
-use crate::framework::{Framework, NodeInfo, PodInfo};
+use crate::framework::Framework;
+use crate::objects::{NodeInfo, PodInfo};
 use crate::plugins::pod_spec;
 use crate::policy::CompiledPolicy;
 use crate::protocol::{self, ExtenderArgs, Raw};

@@ -8,9 +8,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::cache::ClusterState;
 use crate::framework::{
-    Code, CycleState, Diagnosis, Framework, NodeInfo, Nominating, PodInfo, PreFilterResult, Status,
-    fit_error_message,
+    Code, CycleState, Diagnosis, Framework, Nominating, PreFilterResult, Status, fit_error_message,
 };
+use crate::objects::{NodeInfo, PodInfo};
 
 /// Where the pod should go.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -303,8 +303,8 @@ mod tests {
         );
         let mut c = cluster(&[("a", "z1", false), ("b", "z2", false)]);
         let mut p = pod(false);
-        p.spec = Arc::new(crate::framework::pod::PodSpecInfo {
-            pvc_claims: vec![crate::framework::pod::VolumeClaim::named("data")],
+        p.spec = Arc::new(crate::objects::pod::PodSpecInfo {
+            pvc_claims: vec![crate::objects::pod::VolumeClaim::named("data")],
             ..Default::default()
         });
         let err = attempt(&f, &p, &mut c).unwrap_err();
@@ -351,7 +351,7 @@ mod tests {
             let mut c = ClusterState::default();
             for name in names {
                 c.apply_node(NodeInfo {
-                    allocatable: crate::framework::Resources::from_list([
+                    allocatable: crate::objects::Resources::from_list([
                         ("cpu", "1"),
                         ("pods", "9"),
                     ])
@@ -366,8 +366,8 @@ mod tests {
             let mut p = pod(false);
             p.name = name.into();
             p.node_name = node.map(str::to_string);
-            p.spec = Arc::new(crate::framework::pod::PodSpecInfo {
-                requests: crate::framework::Resources::from_list([("cpu", "1")]).unwrap(),
+            p.spec = Arc::new(crate::objects::pod::PodSpecInfo {
+                requests: crate::objects::Resources::from_list([("cpu", "1")]).unwrap(),
                 ..Default::default()
             });
             p
@@ -408,7 +408,7 @@ mod tests {
         let mut c = ClusterState::default();
         for name in ["a", "b", "c"] {
             c.apply_node(NodeInfo {
-                allocatable: crate::framework::Resources::from_list([("cpu", "1"), ("pods", "9")])
+                allocatable: crate::objects::Resources::from_list([("cpu", "1"), ("pods", "9")])
                     .unwrap(),
                 ..NodeInfo::new(name, Vec::<(String, String)>::new())
             });
@@ -427,7 +427,7 @@ mod tests {
             err.message(),
             "0/3 nodes are available: 1 Insufficient cpu, 2 node(s) didn't satisfy plugin(s) [NodeAffinity]."
         );
-        p.spec = Arc::new(crate::framework::pod::PodSpecInfo::default());
+        p.spec = Arc::new(crate::objects::pod::PodSpecInfo::default());
         let placed = attempt(&f, &p, &mut c);
         assert!(placed.is_ok(), "without the affinity any node will do");
     }

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use parking_lot::Mutex;
 
-use crate::framework::PodInfo;
+use crate::objects::PodInfo;
 
 /// Nominated pods by `namespace/name`, each with `node_name` set to its node.
 #[derive(Debug, Default)]

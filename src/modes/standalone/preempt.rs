@@ -10,7 +10,8 @@ use serde_json::json;
 use tracing::{info, warn};
 
 use super::report::Reporter;
-use crate::framework::{Nomination, PodInfo};
+use crate::framework::Nomination;
+use crate::objects::PodInfo;
 
 /// Evicts victims through the API server.
 pub struct Evictor {

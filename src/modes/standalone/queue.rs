@@ -26,7 +26,8 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::nominator::Nominator;
-use crate::framework::{PodInfo, QueueSortPlugin, QueuedPodInfo, Status};
+use crate::framework::{QueueSortPlugin, QueuedPodInfo, Status};
+use crate::objects::PodInfo;
 
 /// Backoff and flush timings (kube-scheduler's defaults).
 #[derive(Debug, Clone, Copy)]

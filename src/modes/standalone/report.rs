@@ -9,7 +9,7 @@ use serde_json::json;
 use tracing::warn;
 
 use super::cycle::Failure;
-use crate::framework::PodInfo;
+use crate::objects::PodInfo;
 
 /// Publishes scheduling outcomes.
 pub struct Reporter {

@@ -20,9 +20,10 @@ use super::preempt::Evictor;
 use super::queue::{PreEnqueue, QueueTimings, SchedulingQueue};
 use super::report::Reporter;
 use crate::cache::Cache;
-use crate::framework::{Nominating, PodInfo, QueueSortPlugin, QueuedPodInfo, Status};
+use crate::framework::{Nominating, QueueSortPlugin, QueuedPodInfo, Status};
 use crate::modes::binder::Binder;
 use crate::modes::extender::AppState;
+use crate::objects::PodInfo;
 use crate::plugins::priority_sort::PrioritySort;
 use crate::protocol::ExtenderBindingArgs;
 

@@ -28,9 +28,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::cache::ClusterState;
 use crate::framework::{
-    Code, Diagnosis, DisruptionBudget, Framework, NodeInfo, Nominating, Nomination, PodInfo,
-    PostFilterPlugin, PostFilterResult, ReasonHistogram, Status,
+    Code, Diagnosis, Framework, Nominating, Nomination, PostFilterPlugin, PostFilterResult,
+    ReasonHistogram, Status,
 };
+use crate::objects::{DisruptionBudget, NodeInfo, PodInfo};
 
 mod pdb;
 #[cfg(test)]

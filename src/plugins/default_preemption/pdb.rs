@@ -2,10 +2,10 @@
 //! `FilterVictimsWithPDBViolation`).
 
 use crate::cache::ClusterState;
-use crate::framework::PodInfo;
+use crate::objects::PodInfo;
 use crate::plugins::label_selector;
 
-use crate::framework::DisruptionBudget;
+use crate::objects::DisruptionBudget;
 
 /// Splits `victims` (in order) into those whose eviction would take a
 /// matching budget below zero and the rest. Each matching eviction uses one of

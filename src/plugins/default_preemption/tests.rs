@@ -4,8 +4,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::*;
-use crate::framework::pod::PodSpecInfo;
-use crate::framework::{CycleState, Resources};
+use crate::framework::CycleState;
+use crate::objects::Resources;
+use crate::objects::pod::PodSpecInfo;
 use crate::policy::{CompiledPolicy, parse};
 
 const POLICY: &str = "apiVersion: placer/v1alpha1\nkind: Policy\nprofiles:\n- schedulerName: s\n  plugins:\n  - name: NodeAffinity\n  - name: NodeResourcesFit\n  - name: DefaultPreemption\n";

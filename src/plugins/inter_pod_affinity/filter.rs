@@ -13,8 +13,9 @@ use super::{
     TopologyCounts, reject_namespace_selectors, term_matches,
 };
 use crate::cache::ClusterState;
-use crate::framework::namespace::NamespaceInfo;
-use crate::framework::{CycleState, FilterPlugin, NodeInfo, PodInfo, PreFilterPlugin, Status};
+use crate::framework::{CycleState, FilterPlugin, PreFilterPlugin, Status};
+use crate::objects::namespace::NamespaceInfo;
+use crate::objects::{NodeInfo, PodInfo};
 
 /// kube-scheduler's `preFilterState`.
 struct PreFilterState {

@@ -45,8 +45,8 @@ use k8s_openapi::api::core::v1::{PodAffinityTerm, WeightedPodAffinityTerm};
 use serde::{Deserialize, Serialize};
 
 use crate::cache::Objects;
-use crate::framework::namespace::NamespaceInfo;
-use crate::framework::{NodeInfo, PodInfo};
+use crate::objects::namespace::NamespaceInfo;
+use crate::objects::{NodeInfo, PodInfo};
 use crate::plugins::label_selector;
 
 /// Plugin name in the policy.

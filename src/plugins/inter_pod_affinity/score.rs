@@ -11,10 +11,11 @@ use super::{
     InterPodAffinity, TermMatch, Terms, TopologyCounts, reject_namespace_selectors, term_matches,
 };
 use crate::cache::ClusterState;
-use crate::framework::namespace::NamespaceInfo;
 use crate::framework::{
-    CycleState, MAX_NODE_SCORE, NodeInfo, NodeScore, PodInfo, PreScorePlugin, ScorePlugin, Status,
+    CycleState, MAX_NODE_SCORE, NodeScore, PreScorePlugin, ScorePlugin, Status,
 };
+use crate::objects::namespace::NamespaceInfo;
+use crate::objects::{NodeInfo, PodInfo};
 
 /// kube-scheduler's `preScoreState`: topology pair → summed weight.
 struct PreScoreState(TopologyCounts);

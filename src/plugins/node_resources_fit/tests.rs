@@ -1,6 +1,6 @@
 //! Unit tests of the plugin, kept apart to keep the plugin file readable.
 use super::*;
-use crate::framework::pod::PodSpecInfo;
+use crate::objects::pod::PodSpecInfo;
 
 const MI: i64 = 1 << 20;
 

@@ -9,7 +9,8 @@ use super::{
     PodTopologySpread, for_each_selected, has_all_keys,
 };
 use crate::cache::ClusterState;
-use crate::framework::{CycleState, FilterPlugin, NodeInfo, PodInfo, PreFilterPlugin, Status};
+use crate::framework::{CycleState, FilterPlugin, PreFilterPlugin, Status};
+use crate::objects::{NodeInfo, PodInfo};
 use crate::plugins::node_affinity::RequiredNodeAffinity;
 
 /// What Filter needs, per hard constraint of the pod (kube-scheduler's

@@ -40,10 +40,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde::{Deserialize, Serialize};
 
 use crate::cache::ClusterState;
-use crate::framework::workload::{
+use crate::objects::workload::{
     ReplicaSetSelector, ReplicationControllerSelector, ServiceSelector, StatefulSetSelector,
 };
-use crate::framework::{NodeInfo, PodInfo};
+use crate::objects::{NodeInfo, PodInfo};
 use crate::plugins::helper::tolerates_taint;
 use crate::plugins::label_selector;
 use crate::plugins::node_affinity::RequiredNodeAffinity;

@@ -11,8 +11,9 @@ use super::{
 };
 use crate::cache::ClusterState;
 use crate::framework::{
-    CycleState, MAX_NODE_SCORE, NodeInfo, NodeScore, PodInfo, PreScorePlugin, ScorePlugin, Status,
+    CycleState, MAX_NODE_SCORE, NodeScore, PreScorePlugin, ScorePlugin, Status,
 };
+use crate::objects::{NodeInfo, PodInfo};
 use crate::plugins::node_affinity::RequiredNodeAffinity;
 
 /// Shown by `/explain` for candidate nodes without every topology key

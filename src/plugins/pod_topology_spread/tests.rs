@@ -205,8 +205,8 @@ fn constraint_defaults_follow_kube_scheduler() {
 
 mod defaults {
     use super::*;
-    use crate::framework::pod::ControllerRef;
-    use crate::framework::workload::{
+    use crate::objects::pod::ControllerRef;
+    use crate::objects::workload::{
         Controller, ControllerSelector, ReplicaSetSelector, ServiceSelector,
     };
 

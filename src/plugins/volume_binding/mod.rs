@@ -22,10 +22,12 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::cache::{ClusterState, Keyed};
-use crate::framework::pod::VolumeClaim;
-use crate::framework::volume::{ClaimInfo, StorageClassInfo, VolumeInfo};
-use crate::framework::{CycleState, FilterPlugin, NodeInfo, PodInfo, PreFilterPlugin, Status};
+use crate::cache::ClusterState;
+use crate::framework::{CycleState, FilterPlugin, PreFilterPlugin, Status};
+use crate::objects::Keyed;
+use crate::objects::pod::VolumeClaim;
+use crate::objects::volume::{ClaimInfo, StorageClassInfo, VolumeInfo};
+use crate::objects::{NodeInfo, PodInfo};
 use crate::plugins::node_affinity::RequiredNodeAffinity;
 
 /// Plugin name in the policy.

@@ -4,9 +4,9 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::NodeSelector;
 
 use super::*;
-use crate::framework::pod::PodSpecInfo;
-use crate::framework::volume::{StorageClassInfo, VolumeInfo};
 use crate::framework::{Code, Framework, WeightedPlugin};
+use crate::objects::pod::PodSpecInfo;
+use crate::objects::volume::{StorageClassInfo, VolumeInfo};
 
 fn pod(claims: &[VolumeClaim]) -> PodInfo {
     PodInfo {

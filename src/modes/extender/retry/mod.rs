@@ -30,7 +30,7 @@ use arc_swap::ArcSwap;
 use tracing::warn;
 
 use crate::cache::Cache;
-use crate::framework::PodInfo;
+use crate::objects::PodInfo;
 use crate::ops::metrics::Metrics;
 use crate::policy::CompiledPolicy;
 

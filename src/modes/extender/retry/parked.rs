@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use crate::framework::PodInfo;
+use crate::objects::PodInfo;
 
 /// One parked pod.
 #[derive(Debug)]

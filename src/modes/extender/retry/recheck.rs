@@ -13,7 +13,8 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use crate::cache::{Cache, Changes, ClusterState};
-use crate::framework::{CycleState, Framework, NodeInfo, PodInfo, WeightedPlugin};
+use crate::framework::{CycleState, Framework, WeightedPlugin};
+use crate::objects::{NodeInfo, PodInfo};
 use crate::plugins::PluginArgs;
 use crate::plugins::{node_affinity, node_name, node_unschedulable, taint_toleration};
 use crate::policy::CompiledPolicy;

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
-use crate::cache::{Keyed, namespace_and_name};
+use crate::objects::{Keyed, namespace_and_name};
 
 /// A PodDisruptionBudget reduced to what victim selection needs.
 #[derive(Debug, Clone, Default, PartialEq)]

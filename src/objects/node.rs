@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{Node, Taint};
 use serde::Deserialize;
 
-use crate::framework::Resources;
+use crate::objects::Resources;
 
 /// The fields of a node that placer's plugins use. Shared as `Arc<NodeInfo>`
 /// between the cache and every request that looks at the node.

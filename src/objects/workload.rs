@@ -8,7 +8,7 @@ use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{ReplicationController, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
-use crate::cache::{Keyed, namespace_and_name};
+use crate::objects::{Keyed, namespace_and_name};
 
 /// A Service's pod selector.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Namespace;
 
-use crate::cache::Keyed;
+use crate::objects::Keyed;
 
 /// A Namespace: its name and labels.
 #[derive(Debug, Clone, Default, PartialEq)]

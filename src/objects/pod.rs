@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::{Affinity, Pod, Toleration, TopologySpreadConstr
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde::Deserialize;
 
-use crate::framework::resources::{ContainerRequests, QuantityError, Resources, pod_requests};
+use crate::objects::resources::{ContainerRequests, QuantityError, Resources, pod_requests};
 
 /// The fields of a pod that scheduling decisions depend on.
 #[derive(Debug, Clone, Default, PartialEq)]

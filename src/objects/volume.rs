@@ -4,7 +4,7 @@
 use k8s_openapi::api::core::v1::{NodeSelector, PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::StorageClass;
 
-use crate::cache::{Keyed, namespace_and_name, object_key};
+use crate::objects::{Keyed, namespace_and_name, object_key};
 
 /// Annotation the PV controller sets once a claim's binding is complete.
 const BIND_COMPLETED: &str = "pv.kubernetes.io/bind-completed";

@@ -1,4 +1,5 @@
-//! Value types that validate themselves while the policy is decoded, so an
+//! Value types of plugin arguments and policy fields that validate themselves
+//! while the policy is decoded, so an
 //! out-of-range value is reported at its own line and column.
 
 use std::fmt;
