@@ -12,7 +12,6 @@
 
 mod support;
 
-mod binary;
 mod bind;
 mod errors;
 mod explain;

@@ -7,6 +7,7 @@
 //! ([`support::eventually`]), never by a fixed sleep; the few sleeps let
 //! time pass on purpose (a connection idle past a timeout).
 
+mod binary;
 mod fuzz;
 mod limits;
 mod listener;

@@ -1,0 +1,246 @@
+//! Two replicas with `--leader-elect`: failover after a crash and handover on SIGTERM,
+//! without binding a pod twice.
+
+use super::*;
+
+/// `--leader-elect` flags for a Lease `name` in the test's namespace.
+fn leader_args(env: &TestEnv, lease: &str) -> Vec<String> {
+    vec![
+        "--leader-elect".into(),
+        format!("--leader-elect-namespace={}", env.namespace()),
+        format!("--leader-elect-lease={lease}"),
+    ]
+}
+
+/// Starts two replicas `placer-a` and `placer-b` electing through `lease`, with the identity
+/// of `kubeconfig`.
+async fn two_replicas(
+    env: &TestEnv,
+    lease: &str,
+    kubeconfig: &Path,
+) -> anyhow::Result<[Placer; 2]> {
+    let args = leader_args(env, lease);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let a = env
+        .start_standalone_as("placer-a", &args, kubeconfig)
+        .await?;
+    let b = env
+        .start_standalone_as("placer-b", &args, kubeconfig)
+        .await?;
+    Ok([a, b])
+}
+
+/// Waits until one replica holds the Lease (by identity) and says so in `placer_leader`, the
+/// other saying 0; returns the leader's index.
+async fn wait_leader(env: &TestEnv, lease: &str, replicas: &[&Placer]) -> anyhow::Result<usize> {
+    env.poll(
+        &format!("one replica to hold Lease {lease}"),
+        LEASE_DURATION * 2,
+        || async {
+            let holder = env.lease_holder(lease).await?;
+            let mut gauges = Vec::new();
+            for r in replicas {
+                gauges.push(r.metric("placer_leader").await?.unwrap_or(-1.0));
+            }
+            let leader = replicas
+                .iter()
+                .position(|r| holder.as_deref() == Some(identity(r).as_str()));
+            Ok(match leader {
+                Some(i)
+                    if gauges
+                        .iter()
+                        .enumerate()
+                        .all(|(j, g)| *g == f64::from(i == j)) =>
+                {
+                    ControlFlow::Break(i)
+                }
+                _ => ControlFlow::Continue(format!("holder {holder:?}, placer_leader {gauges:?}")),
+            })
+        },
+    )
+    .await
+}
+
+/// Polls the Lease every 100 ms until `identity` holds it; returns how long that took.
+async fn wait_holder(env: &TestEnv, lease: &str, identity: &str) -> anyhow::Result<Duration> {
+    let start = Instant::now();
+    env.poll_every(
+        &format!("{identity} to hold Lease {lease}"),
+        LEASE_DURATION * 2,
+        Duration::from_millis(100),
+        || async {
+            Ok(match env.lease_holder(lease).await? {
+                Some(h) if h == identity => ControlFlow::Break(start.elapsed()),
+                other => ControlFlow::Continue(format!("holder {other:?}")),
+            })
+        },
+    )
+    .await
+}
+
+/// Creates pods `<prefix>-0..count` for the test's scheduler.
+async fn create_pods(env: &TestEnv, prefix: &str, count: usize) -> anyhow::Result<Vec<String>> {
+    let mut names = Vec::new();
+    for i in 0..count {
+        let name = format!("{prefix}-{i}");
+        env.create_pod(&env.pod(&name)).await?;
+        names.push(name);
+    }
+    Ok(names)
+}
+
+/// How many "bound pod" lines for `pod` each replica logged.
+fn bind_lines(env: &TestEnv, replicas: &[&Placer], pod: &str) -> anyhow::Result<Vec<usize>> {
+    let key = format!("{}/{pod}", env.namespace());
+    replicas
+        .iter()
+        .map(|r| {
+            Ok(lines_with(r.log_path(), &["bound pod"])?
+                .iter()
+                .filter(|l| field(l, "pod") == Some(key.as_str()))
+                .count())
+        })
+        .collect()
+}
+
+/// Waits for the pod's `Scheduled` event: it follows the binding, asynchronously, so it can lag
+/// behind `spec.nodeName` on a loaded machine.
+async fn wait_scheduled_event(env: &TestEnv, pod: &str) -> anyhow::Result<()> {
+    env.poll(
+        &format!("the Scheduled event of {pod}"),
+        SCHEDULING_TIMEOUT,
+        || async {
+            let n = env.pod_events(pod, "Scheduled").await?.len();
+            Ok(if n > 0 {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(format!("{pod}: {n} events"))
+            })
+        },
+    )
+    .await
+}
+
+/// Two replicas with `--leader-elect`: exactly one holds the Lease and schedules. After a
+/// `kill -9` of the leader the other takes over once the lease has lapsed, and binds the pods
+/// created meanwhile. As in client-go, a candidate times the lease from when it last saw the
+/// record change (up to one retry period after the last renewal) and checks once per retry
+/// period, so the takeover takes the lease duration plus up to two retry periods. No pod is bound
+/// twice: each pod has exactly one "bound pod" log line across both replicas, from the replica
+/// that led at the time, and exactly one `Scheduled` event.
+#[tokio::test]
+async fn leader_failover_after_kill() -> anyhow::Result<()> {
+    let env = TestEnv::new("sa-leader-kill").await?;
+    let nodes = env
+        .create_nodes([env.node("n1"), env.node("n2"), env.node("n3")])
+        .await?;
+    let lease = "placer-e2e";
+    let mut replicas = two_replicas(&env, lease, env.cluster().kubeconfig()).await?;
+    let leader = wait_leader(&env, lease, &[&replicas[0], &replicas[1]]).await?;
+    let follower = 1 - leader;
+    let follower_id = identity(&replicas[follower]);
+    eprintln!(
+        "leader: {} ({}), follower: {follower_id}",
+        ["placer-a", "placer-b"][leader],
+        identity(&replicas[leader])
+    );
+
+    let before = create_pods(&env, "before", 4).await?;
+    for pod in &before {
+        assert!(nodes.contains(&env.wait_pod_bound(pod).await?));
+        // A SIGKILLed scheduler (placer or kube-scheduler alike) loses events
+        // it has not sent yet, so kill the leader only once they are in.
+        wait_scheduled_event(&env, pod).await?;
+    }
+
+    let killed = Instant::now();
+    replicas[leader].kill();
+    let after = create_pods(&env, "after", 4).await?;
+    let takeover = wait_holder(&env, lease, &follower_id).await?;
+    eprintln!("takeover after kill -9 of the leader: {takeover:?}");
+    assert!(
+        takeover <= LEASE_DURATION + RETRY_PERIOD * 2 + Duration::from_secs(2),
+        "takeover took {takeover:?}"
+    );
+    for pod in &after {
+        assert!(nodes.contains(&env.wait_pod_bound(pod).await?));
+    }
+    eprintln!(
+        "pods created at the kill all bound {:?} after it",
+        killed.elapsed()
+    );
+    assert_eq!(replicas[follower].metric("placer_leader").await?, Some(1.0));
+
+    let both = [&replicas[0], &replicas[1]];
+    for pod in &after {
+        wait_scheduled_event(&env, pod).await?;
+    }
+    for (pods, by) in [(&before, leader), (&after, follower)] {
+        for pod in pods {
+            let mut expected = vec![0, 0];
+            expected[by] = 1;
+            assert_eq!(
+                bind_lines(&env, &both, pod)?,
+                expected,
+                "\"bound pod\" lines for {pod} in placer-a, placer-b"
+            );
+            let events = env.pod_events(pod, "Scheduled").await?;
+            assert_eq!(events.len(), 1, "{pod}: Scheduled events {events:#?}");
+            assert!(events[0].series.is_none(), "{pod}: {events:#?}");
+        }
+    }
+    Ok(())
+}
+
+/// SIGTERM to the leader: it stops scheduling, releases the Lease and exits; the Lease is then
+/// free (or already held by the other replica), and the other replica takes over within a retry
+/// period, far sooner than the 15 s a crash costs, and schedules. Both replicas run with the
+/// shipped RBAC rules only (the scheduler's ClusterRole and the leader-election Role's rules,
+/// the latter granted cluster-wide here), so those rules are enough for all of it.
+#[tokio::test]
+async fn leader_releases_lease_on_sigterm() -> anyhow::Result<()> {
+    let env = TestEnv::new("sa-leader-term").await?;
+    let nodes = env.create_nodes([env.node("n1"), env.node("n2")]).await?;
+    let mut rules = shipped_standalone_rules()?;
+    let election = shipped_leader_election_rules()?;
+    rules
+        .as_array_mut()
+        .expect("rules are a list")
+        .extend(election.as_array().into_iter().flatten().cloned());
+    let kubeconfig = env.restricted_kubeconfig("placer", rules).await?;
+    let lease = "placer-e2e";
+    let mut replicas = two_replicas(&env, lease, &kubeconfig).await?;
+    let leader = wait_leader(&env, lease, &[&replicas[0], &replicas[1]]).await?;
+    let follower = 1 - leader;
+    let (leader_id, follower_id) = (identity(&replicas[leader]), identity(&replicas[follower]));
+    let log = replicas[leader].log_path().to_owned();
+
+    env.create_pod(&env.pod("before")).await?;
+    assert!(nodes.contains(&env.wait_pod_bound("before").await?));
+
+    let terminated = Instant::now();
+    replicas[leader].stop();
+    let exited = terminated.elapsed();
+    eprintln!("leader exited {exited:?} after SIGTERM");
+    let released = lines_with(&log, &["released the scheduling Lease"])?;
+    assert_eq!(released.len(), 1, "the leader did not log the release");
+    assert!(
+        !lines_with(&log, &["placer stopped"])?.is_empty(),
+        "the leader did not stop by itself within the grace period"
+    );
+    let holder = env.lease_holder(lease).await?;
+    eprintln!("Lease holder right after the leader exited: {holder:?}");
+    assert_ne!(holder.as_deref(), Some(leader_id.as_str()));
+
+    let takeover = wait_holder(&env, lease, &follower_id).await?;
+    let takeover = takeover + exited;
+    eprintln!("takeover after SIGTERM of the leader: {takeover:?}");
+    assert!(
+        takeover <= RETRY_PERIOD + Duration::from_secs(2),
+        "takeover took {takeover:?}"
+    );
+    env.create_pod(&env.pod("after")).await?;
+    let node = env.wait_pod_bound("after").await?;
+    assert!(nodes.contains(&node));
+    assert_scheduled_event(&env, &replicas[follower], "after", &node).await
+}
