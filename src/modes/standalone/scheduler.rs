@@ -1,6 +1,7 @@
 //! The standalone scheduling loop: watch unscheduled pods into the queue,
-//! pop one at a time, run the cycle on a snapshot, assume the pod in the
-//! cache, and bind it asynchronously (bounded) while the next pod is
+//! pop one at a time, run the cycle on its own view of the cache (see
+//! [`super::view`]: no cache lock is held while it runs), assume the pod in
+//! the cache, and bind it asynchronously (bounded) while the next pod is
 //! scheduled. A failed bind forgets the assumed pod and requeues it.
 
 use std::collections::HashSet;
@@ -19,6 +20,7 @@ use super::leader::Leadership;
 use super::preempt::Evictor;
 use super::queue::{PreEnqueue, QueueTimings, SchedulingQueue};
 use super::report::Reporter;
+use super::view::CycleView;
 use crate::cache::Cache;
 use crate::framework::{Nominating, QueueSortPlugin, QueuedPodInfo, Status};
 use crate::modes::binder::Binder;
@@ -47,6 +49,7 @@ pub struct Standalone {
     binder: Arc<Binder>,
     evictor: Arc<Evictor>,
     rotation: TieRotation,
+    view: CycleView,
     binds: Arc<Semaphore>,
     /// One permit per background task, so shutdown can wait for all of them.
     tasks: Arc<Semaphore>,
@@ -84,6 +87,7 @@ impl Standalone {
             client,
             state,
             rotation: TieRotation::default(),
+            view: CycleView::default(),
             binds: Arc::new(Semaphore::new(MAX_BINDS_IN_FLIGHT)),
             tasks: Arc::new(Semaphore::new(MAX_TASKS as usize)),
         }
@@ -149,11 +153,9 @@ impl Standalone {
             others: &others,
             own: own.as_deref(),
         };
-        let result = {
-            // Written to only for dry runs, which leave it as it was.
-            let mut cluster = self.state.cache.write();
-            schedule_one(&framework, &pod, &mut cluster, nominated, &self.rotation)
-        };
+        let result = self.view.attempt(&self.state.cache, |cluster| {
+            schedule_one(&framework, &pod, cluster, nominated, &self.rotation)
+        });
         match result {
             Ok(placement) => {
                 self.state.metrics.attempt("scheduled");
