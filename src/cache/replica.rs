@@ -18,12 +18,16 @@
 use std::sync::Arc;
 
 use crate::cache::ClusterState;
+use crate::objects::NodeInfo;
 
 /// The copy and the generation it is synced to.
 #[derive(Debug, Default)]
 pub struct Replica {
     state: ClusterState,
     synced: u64,
+    /// Every node by name, kept until a node record changes (sorting 5,000
+    /// names per attempt is not free).
+    by_name: Option<Arc<[Arc<NodeInfo>]>>,
     /// Nodes re-copied by syncs so far (for tests and `/debug`).
     copied_nodes: u64,
     /// Full copies so far.
@@ -50,6 +54,7 @@ impl Replica {
         // A replica that was never synced starts with a full copy too.
         if g.everything() > self.synced || self.synced == 0 {
             self.state = shared.clone();
+            self.by_name = None;
             self.synced = g.current();
             self.full_copies += 1;
             stats.full = true;
@@ -59,7 +64,9 @@ impl Replica {
             self.state.copy_objects_from(shared);
         }
         for name in g.nodes_since(self.synced) {
-            copy_node(&mut self.state, shared, name);
+            if copy_node(&mut self.state, shared, name) {
+                self.by_name = None;
+            }
             stats.nodes += 1;
         }
         self.copied_nodes += stats.nodes as u64;
@@ -72,6 +79,18 @@ impl Replica {
     /// changes in the shared state).
     pub fn state_mut(&mut self) -> &mut ClusterState {
         &mut self.state
+    }
+
+    /// Every node of the view, by name.
+    pub fn nodes_by_name(&mut self) -> Arc<[Arc<NodeInfo>]> {
+        if let Some(n) = &self.by_name {
+            return n.clone();
+        }
+        let mut nodes: Vec<Arc<NodeInfo>> = self.state.nodes().cloned().collect();
+        nodes.sort_by(|a, b| a.name.cmp(&b.name));
+        let nodes: Arc<[Arc<NodeInfo>]> = nodes.into();
+        self.by_name = Some(nodes.clone());
+        nodes
     }
 
     /// The view.
@@ -92,8 +111,9 @@ impl Replica {
 
 /// Makes node `name` and the pods counted on it in `view` what they are in
 /// `shared`. Pods that left the node go first, then the record, then the
-/// pods now on it, so zone counts move under the right labels.
-fn copy_node(view: &mut ClusterState, shared: &ClusterState, name: &str) {
+/// pods now on it, so zone counts move under the right labels. Returns
+/// whether the node record changed.
+fn copy_node(view: &mut ClusterState, shared: &ClusterState, name: &str) -> bool {
     let gone: Vec<(String, String)> = view
         .pods_on(name)
         .filter(|p| {
@@ -106,26 +126,30 @@ fn copy_node(view: &mut ClusterState, shared: &ClusterState, name: &str) {
     for (namespace, pod) in gone {
         view.delete_pod(&namespace, &pod);
     }
-    match shared.node(name) {
-        Some(n) => {
-            if view.node(name).is_none_or(|v| !Arc::ptr_eq(v, n)) {
-                view.apply_shared_node(n.clone());
-            }
+    let record_changed = match (shared.node(name), view.node(name)) {
+        (Some(n), v) if v.is_none_or(|v| !Arc::ptr_eq(v, n)) => {
+            view.apply_shared_node(n.clone());
+            true
         }
-        None => view.delete_node(name),
-    }
+        (None, Some(_)) => {
+            view.delete_node(name);
+            true
+        }
+        _ => false,
+    };
     for p in shared.pods_on(name) {
         if view.pod(&p.namespace, &p.name) != Some(p) {
             view.apply_pod(p.clone());
         }
     }
+    record_changed
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::cache::zone_index::{CountDimension, CountSelector};
-    use crate::objects::{DisruptionBudget, NodeInfo, PodInfo, Resources};
+    use crate::objects::{DisruptionBudget, PodInfo, Resources};
 
     fn dim() -> CountDimension {
         CountDimension {
@@ -233,6 +257,14 @@ mod tests {
             assert!(stats.nodes <= 2, "{what}: copied {} nodes", stats.nodes);
             assert_eq!(observed(r.state()), observed(&shared), "after {what}");
         }
+        let names: Vec<String> = r.nodes_by_name().iter().map(|n| n.name.clone()).collect();
+        assert_eq!(names, ["a", "c"]);
+        shared.apply_pod(pod("t", "a", "1"));
+        r.sync(&shared);
+        assert!(r.by_name.is_some(), "a pod change keeps the node list");
+        shared.apply_node(node("d", "z1"));
+        r.sync(&shared);
+        assert_eq!(r.nodes_by_name().len(), 3, "a new node is listed");
         shared.replace_pods(vec![pod("s", "a", "1")]);
         assert!(r.sync(&shared).full, "a relist is copied whole");
         assert_eq!(observed(r.state()), observed(&shared));

@@ -15,11 +15,12 @@ use kube::{Api, Client};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch as signal};
 use tracing::{debug, info, warn};
 
-use super::cycle::{Failure, Nominated, TieRotation, schedule_one};
+use super::cycle::{Failure, Nominated, TieRotation, schedule_on};
 use super::leader::Leadership;
 use super::preempt::Evictor;
 use super::queue::{PreEnqueue, QueueTimings, SchedulingQueue};
 use super::report::Reporter;
+use super::sample::{NodeSearch, Search};
 use super::view::CycleView;
 use crate::cache::Cache;
 use crate::framework::{Nominating, QueueSortPlugin, QueuedPodInfo, Status};
@@ -50,6 +51,7 @@ pub struct Standalone {
     evictor: Arc<Evictor>,
     rotation: TieRotation,
     view: CycleView,
+    search: NodeSearch,
     binds: Arc<Semaphore>,
     /// One permit per background task, so shutdown can wait for all of them.
     tasks: Arc<Semaphore>,
@@ -88,6 +90,7 @@ impl Standalone {
             state,
             rotation: TieRotation::default(),
             view: CycleView::default(),
+            search: NodeSearch::default(),
             binds: Arc::new(Semaphore::new(MAX_BINDS_IN_FLIGHT)),
             tasks: Arc::new(Semaphore::new(MAX_TASKS as usize)),
         }
@@ -153,8 +156,20 @@ impl Standalone {
             others: &others,
             own: own.as_deref(),
         };
-        let result = self.view.attempt(&self.state.cache, |cluster| {
-            schedule_one(&framework, &pod, cluster, nominated, &self.rotation)
+        let search = Search {
+            percentage: policy.percentage_of_nodes_to_score(&pod.scheduler_name),
+            start: Some(&self.search),
+        };
+        let result = self.view.attempt(&self.state.cache, |cluster, nodes| {
+            schedule_on(
+                &framework,
+                &pod,
+                cluster,
+                nodes,
+                nominated,
+                &self.rotation,
+                search,
+            )
         });
         match result {
             Ok(placement) => {

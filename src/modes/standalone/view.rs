@@ -9,9 +9,12 @@
 //! cache; the next attempt's sync copies its node, so every attempt sees the
 //! assumes before it, and extender requests see them at once.
 
+use std::sync::Arc;
+
 use parking_lot::Mutex;
 
 use crate::cache::{Cache, ClusterState, Replica, SyncStats};
+use crate::objects::NodeInfo;
 
 /// The replica, used by one attempt at a time.
 #[derive(Debug, Default)]
@@ -23,10 +26,16 @@ impl CycleView {
     /// Syncs the view with `cache`, then runs `attempt` on it with no lock
     /// on the cache held. `attempt` may change the view to try hypothetical
     /// states (preemption) but must leave it as it found it.
-    pub fn attempt<T>(&self, cache: &Cache, attempt: impl FnOnce(&mut ClusterState) -> T) -> T {
+    /// `attempt` gets the view and its nodes by name.
+    pub fn attempt<T>(
+        &self,
+        cache: &Cache,
+        attempt: impl FnOnce(&mut ClusterState, &[Arc<NodeInfo>]) -> T,
+    ) -> T {
         let mut replica = self.replica.lock();
         let _stats: SyncStats = replica.sync(&cache.read());
-        attempt(replica.state_mut())
+        let nodes = replica.nodes_by_name();
+        attempt(replica.state_mut(), &nodes)
     }
 
     /// Nodes re-copied and full copies made so far.
@@ -37,7 +46,6 @@ impl CycleView {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
     use std::sync::mpsc;
     use std::time::Duration;
 
@@ -94,7 +102,7 @@ mod tests {
         let cycle = {
             let (cache, view) = (cache.clone(), view.clone());
             std::thread::spawn(move || {
-                view.attempt(&cache, |cluster| {
+                view.attempt(&cache, |cluster, _| {
                     let incoming = pod("high", None, 100);
                     let rotation = TieRotation::default();
                     let out = schedule_one(
@@ -149,7 +157,7 @@ mod tests {
             "the dry run did not touch the cache"
         );
         // The next attempt catches up with exactly the changed nodes.
-        let (nodes, pods) = view.attempt(&cache, |c| (c.node_count(), c.pod_count()));
+        let (nodes, pods) = view.attempt(&cache, |c, n| (n.len(), c.pod_count()));
         assert_eq!((nodes, pods), (3, 1));
         assert_eq!(
             view.copies(),
