@@ -29,7 +29,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
-use crate::framework::Plugin;
+use crate::framework::{Plugin, QueueSort};
 
 pub use capability_filter::{CapabilityFilter, CapabilityFilterArgs};
 pub use default_preemption::{DefaultPreemption, DefaultPreemptionArgs};
@@ -210,4 +210,10 @@ impl PluginArgs {
             PluginArgs::DefaultPreemption(a) => Arc::new(DefaultPreemption::new(a)),
         }
     }
+}
+
+/// The queue order when no profile enables a QueueSort plugin: PrioritySort,
+/// as in kube-scheduler's default profile.
+pub fn default_queue_sort() -> QueueSort {
+    QueueSort::from_sort(Arc::new(PrioritySort))
 }

@@ -26,7 +26,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::nominator::Nominator;
-use crate::framework::{QueueSortPlugin, QueuedPodInfo, Status};
+use crate::framework::{QueueSort, QueuedPodInfo, Status};
 use crate::objects::PodInfo;
 
 /// Backoff and flush timings (kube-scheduler's defaults).
@@ -63,7 +63,8 @@ pub struct QueueLengths {
     pub gated: usize,
 }
 
-/// Decides whether a pod may be queued (the profile's PreEnqueue plugins).
+/// Decides whether a pod may be queued: the pod's profile's
+/// [`crate::framework::Framework::pre_enqueue`].
 pub type PreEnqueue = Arc<dyn Fn(&PodInfo) -> Status + Send + Sync>;
 
 /// Where a queued pod is.
@@ -89,7 +90,7 @@ struct ActiveItem {
     info: QueuedPodInfo,
     key: String,
     generation: u64,
-    sort: Arc<dyn QueueSortPlugin>,
+    sort: QueueSort,
 }
 
 impl PartialEq for ActiveItem {
@@ -136,7 +137,7 @@ struct Inner {
 pub struct SchedulingQueue {
     inner: Mutex<Inner>,
     ready: Notify,
-    sort: Arc<dyn QueueSortPlugin>,
+    sort: QueueSort,
     pre_enqueue: PreEnqueue,
     timings: QueueTimings,
     nominator: Nominator,
@@ -148,11 +149,7 @@ fn key_of(pod: &PodInfo) -> String {
 
 impl SchedulingQueue {
     /// An empty queue ordered by `sort`, admitting pods through `pre_enqueue`.
-    pub fn new(
-        sort: Arc<dyn QueueSortPlugin>,
-        pre_enqueue: PreEnqueue,
-        timings: QueueTimings,
-    ) -> Self {
+    pub fn new(sort: QueueSort, pre_enqueue: PreEnqueue, timings: QueueTimings) -> Self {
         SchedulingQueue {
             inner: Mutex::new(Inner {
                 entries: HashMap::new(),
@@ -478,7 +475,7 @@ impl SchedulingQueue {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::framework::Plugin;
+    use crate::framework::{Plugin, QueueSortPlugin};
 
     /// Priority first, then earlier timestamp (PrioritySort's order).
     struct ByPriority;
@@ -502,7 +499,11 @@ mod tests {
                 Status::success()
             }
         });
-        SchedulingQueue::new(Arc::new(ByPriority), gate, QueueTimings::default())
+        SchedulingQueue::new(
+            QueueSort::from_sort(Arc::new(ByPriority)),
+            gate,
+            QueueTimings::default(),
+        )
     }
 
     fn pod(name: &str, priority: i32) -> PodInfo {
