@@ -103,6 +103,12 @@ fn the_queue_is_ordered_by_prioritysort_enabled_or_not() {
     let profile = enabled.profile("s").expect("profile");
     assert_eq!(profile.queue_sort().map(|s| s.name()), Some("PrioritySort"));
     let default = compiled("  - name: NodeName\n");
-    assert!(default.profile("s").expect("profile").queue_sort().is_none());
+    assert!(
+        default
+            .profile("s")
+            .expect("profile")
+            .queue_sort()
+            .is_none()
+    );
     assert_eq!(default.queue_sort().name(), "PrioritySort");
 }
