@@ -128,7 +128,11 @@ mod tests {
             assert_eq!(args.plugin_name(), name);
             assert_eq!(args.build().name(), name);
             let decoded = PluginArgs::deserialize_for(name, serde_json::json!({})).unwrap();
-            assert_eq!(decoded.unwrap(), args, "{name}: empty args are the defaults");
+            assert_eq!(
+                decoded.unwrap(),
+                args,
+                "{name}: empty args are the defaults"
+            );
         }
         assert!(PluginArgs::default_for("Nope").is_none());
         assert!(PluginArgs::deserialize_for("Nope", serde_json::json!({})).is_none());
