@@ -10,6 +10,7 @@ pub mod fields;
 pub mod helper;
 mod label_selector;
 pub mod pod_spec;
+mod validation;
 
 use std::sync::Arc;
 

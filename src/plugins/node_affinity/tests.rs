@@ -345,33 +345,6 @@ fn unparsable_preferred_terms_fail_pre_score_with_kube_messages() {
 }
 
 #[test]
-fn label_key_and_value_validation() {
-    assert!(label_key_errors("zone").is_empty());
-    assert!(label_key_errors("topology.kubernetes.io/zone").is_empty());
-    assert!(label_key_errors("A.b-c_d").is_empty());
-    for bad in [
-        "",
-        "-a",
-        "a-",
-        "a b",
-        "/a",
-        "a/",
-        "a/b/c",
-        "Upper.com/a",
-        "a..b/c",
-        &"x".repeat(64),
-    ] {
-        assert!(!label_key_errors(bad).is_empty(), "{bad:?}");
-    }
-    assert_eq!(label_key_errors("/a"), ["prefix part must be non-empty"]);
-    assert!(label_value_errors("").is_empty());
-    assert!(label_value_errors("a.b_c-D9").is_empty());
-    for bad in ["-1", "a ", "_a", &"x".repeat(64)] {
-        assert!(!label_value_errors(bad).is_empty(), "{bad:?}");
-    }
-}
-
-#[test]
 fn required_affinity_is_reusable() {
     let p = pod(json!({"nodeSelector": {"a": "1"}}));
     let r = RequiredNodeAffinity::new(&p);

@@ -43,6 +43,7 @@ use crate::framework::{
 };
 use crate::objects::{NodeInfo, PodInfo, Resources};
 use crate::plugins::fields::NonEmpty;
+use crate::plugins::validation::is_qualified_name;
 
 use crate::objects::pod::PodSpecInfo;
 
@@ -290,36 +291,6 @@ impl TryFrom<RawArgs> for NodeResourcesFitArgs {
 const NOT_QUALIFIED: &str = "is not a qualified name (an optional DNS subdomain and '/', then \
                              at most 63 letters, digits, '-', '_' or '.', starting and ending \
                              with a letter or digit)";
-
-/// Kubernetes' `IsQualifiedName` (label keys, resource names).
-fn is_qualified_name(s: &str) -> bool {
-    let (prefix, name) = match s.split_once('/') {
-        Some((p, n)) => (Some(p), n),
-        None => (None, s),
-    };
-    let name_ok = !name.is_empty()
-        && name.len() <= 63
-        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && name.ends_with(|c: char| c.is_ascii_alphanumeric())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
-    name_ok && prefix.is_none_or(is_dns_subdomain)
-}
-
-/// Kubernetes' `IsDNS1123Subdomain`.
-fn is_dns_subdomain(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 253
-        && s.split('.').all(|label| {
-            !label.is_empty()
-                && label.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
-                && label.ends_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
-                && label
-                    .chars()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-        })
-}
 
 /// `v1helper.IsExtendedResourceName`: outside the `kubernetes.io` domain,
 /// not a quota name, and valid once prefixed with `requests.`.
