@@ -1,5 +1,6 @@
 //! Unit tests of the plugin, kept apart to keep the plugin file readable.
 use super::*;
+use crate::plugins::validation::is_qualified_name;
 use crate::objects::pod::PodSpecInfo;
 
 const MI: i64 = 1 << 20;
