@@ -137,6 +137,7 @@ impl FilterPlugin for CapabilityFilter {
 mod tests {
     use super::*;
     use crate::framework::Code;
+    use crate::plugins::test_support::labels;
 
     fn plugin(yaml: &str) -> CapabilityFilter {
         CapabilityFilter::new(&serde_yaml_ng::from_str(yaml).unwrap())
@@ -144,10 +145,7 @@ mod tests {
 
     fn pod(annotations: &[(&str, &str)]) -> PodInfo {
         PodInfo {
-            annotations: annotations
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
+            annotations: labels(annotations),
             ..Default::default()
         }
     }

@@ -10,6 +10,8 @@ pub mod fields;
 pub mod helper;
 mod label_selector;
 pub mod pod_spec;
+#[cfg(test)]
+mod test_support;
 mod validation;
 
 use std::sync::Arc;

@@ -118,6 +118,7 @@ mod tests {
     use super::*;
     use crate::framework::Code;
     use crate::plugins::helper::{toleration_tolerates, tolerations_tolerate};
+    use crate::plugins::test_support::{pod_with_spec, score};
     use k8s_openapi::api::core::v1::Taint;
     use serde_json::json;
 
@@ -135,7 +136,7 @@ mod tests {
     }
 
     fn pod(tolerations: serde_json::Value) -> PodInfo {
-        serde_json::from_value(json!({"spec": {"tolerations": tolerations}})).unwrap()
+        pod_with_spec(json!({ "tolerations": tolerations }))
     }
 
     fn node(taints: Vec<Taint>) -> NodeInfo {
@@ -151,15 +152,9 @@ mod tests {
     }
 
     fn scores(pod: &PodInfo, nodes: &[NodeInfo]) -> Vec<(i64, i64)> {
-        let p = TaintToleration;
-        let cluster = ClusterState::default();
-        let mut state = CycleState::new();
-        assert!(p.pre_score(&mut state, pod, &[], &cluster).is_success());
-        let mut out: Vec<NodeScore> = nodes
-            .iter()
-            .map(|n| p.score(&state, pod, n, &cluster).unwrap())
-            .collect();
-        assert!(p.normalize(&state, pod, &mut out).is_success());
+        let nodes: Vec<Arc<NodeInfo>> = nodes.iter().cloned().map(Arc::new).collect();
+        let (s, out) = score(&TaintToleration, pod, &nodes, &ClusterState::default());
+        assert!(s.is_success());
         out.iter().map(|s| (s.raw.unwrap(), s.score)).collect()
     }
 

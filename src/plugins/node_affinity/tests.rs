@@ -3,9 +3,7 @@ use super::*;
 use crate::framework::Code;
 use serde_json::{Value, json};
 
-fn pod(spec: Value) -> PodInfo {
-    serde_json::from_value(json!({ "spec": spec })).unwrap()
-}
+use crate::plugins::test_support::{self, pod_with_spec as pod};
 
 /// A pod whose required affinity has these terms.
 fn required(terms: Value) -> PodInfo {
@@ -23,13 +21,7 @@ fn node(name: &str, labels: &[(&str, &str)]) -> NodeInfo {
 }
 
 fn filter(pod: &PodInfo, node: &NodeInfo) -> Status {
-    let cluster = ClusterState::default();
-    let mut state = CycleState::new();
-    let pre = NodeAffinity.pre_filter(&mut state, pod, &cluster);
-    if pre.code() != Code::Success {
-        return pre;
-    }
-    NodeAffinity.filter(&state, pod, node, &cluster)
+    test_support::filter(&NodeAffinity, pod, node, &ClusterState::default())
 }
 
 fn fits(pod: &PodInfo, node: &NodeInfo) -> bool {
