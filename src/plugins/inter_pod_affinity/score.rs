@@ -141,7 +141,6 @@ impl ScorePlugin for InterPodAffinity {
             let Some(raw) = s.raw else { continue };
             s.score = if diff > 0 {
                 // kube-scheduler computes in float64 and truncates.
-                #[allow(clippy::cast_precision_loss, clippy::cast_possible_truncation)]
                 let f = MAX_NODE_SCORE as f64 * ((raw - min) as f64 / diff as f64);
                 f as i64
             } else {

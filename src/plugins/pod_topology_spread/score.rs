@@ -168,7 +168,6 @@ impl ScorePlugin for PodTopologySpread {
             score += score_for_count(count.copied().unwrap_or(0), c.max_skew, s.weights[i]);
         }
         // Counts are far below 2^53: the conversion is exact.
-        #[allow(clippy::cast_possible_truncation)]
         Ok(NodeScore::value(score.round() as i64))
     }
 
@@ -194,14 +193,14 @@ impl ScorePlugin for PodTopologySpread {
 
 /// `topologyNormalizingWeight`: `ln(size + 2)`.
 fn topology_normalizing_weight(size: usize) -> f64 {
-    #[allow(clippy::cast_precision_loss)]
+    // Topology sizes are far below 2^53: the conversion is exact.
     (size as f64 + 2.0).ln()
 }
 
 /// `scoreForCount`: `count × weight + (maxSkew − 1)`; a larger maxSkew
 /// waters down the differences between domains.
 fn score_for_count(count: i64, max_skew: i64, weight: f64) -> f64 {
-    #[allow(clippy::cast_precision_loss)]
+    // Pod counts and maxSkew are far below 2^53: the conversions are exact.
     let (count, max_skew) = (count as f64, max_skew as f64);
     count * weight + (max_skew - 1.0)
 }
