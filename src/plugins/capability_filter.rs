@@ -115,8 +115,9 @@ impl PreFilterPlugin for CapabilityFilter {
 
 impl FilterPlugin for CapabilityFilter {
     fn filter(&self, state: &CycleState, _: &PodInfo, node: &NodeInfo, _: &ClusterState) -> Status {
-        let Some(ActiveRules(active)) = state.read::<ActiveRules>() else {
-            return Status::error("PreFilter state missing");
+        let ActiveRules(active) = match state.from_pre_filter::<ActiveRules>() {
+            Ok(s) => s,
+            Err(missing) => return missing,
         };
         let mut missing = active
             .iter()

@@ -113,8 +113,9 @@ impl FilterPlugin for NodePorts {
         node: &NodeInfo,
         cluster: &ClusterState,
     ) -> Status {
-        let Some(WantedPorts(wanted)) = state.read::<WantedPorts>() else {
-            return Status::error("PreFilter state missing");
+        let WantedPorts(wanted) = match state.from_pre_filter::<WantedPorts>() {
+            Ok(s) => s,
+            Err(missing) => return missing,
         };
         let Some(usage) = cluster.usage(&node.name) else {
             return Status::success();

@@ -95,9 +95,7 @@ impl ScorePlugin for TaintToleration {
         node: &NodeInfo,
         _: &ClusterState,
     ) -> Result<NodeScore, Status> {
-        let Some(PreferNoScheduleTolerations(tolerations)) = state.read() else {
-            return Err(Status::error("PreScore state missing"));
-        };
+        let PreferNoScheduleTolerations(tolerations) = state.from_pre_score::<PreferNoScheduleTolerations>()?;
         let count = node
             .taints
             .iter()

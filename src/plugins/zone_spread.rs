@@ -170,9 +170,7 @@ impl ScorePlugin for ZoneSpread {
         node: &NodeInfo,
         _: &ClusterState,
     ) -> Result<NodeScore, Status> {
-        let Some(ZoneCountsForPod(counts)) = state.read::<ZoneCountsForPod>() else {
-            return Err(Status::error("PreScore state missing"));
-        };
+        let ZoneCountsForPod(counts) = state.from_pre_score::<ZoneCountsForPod>()?;
         Ok(match node.label(&self.dimension.zone_label) {
             None => NodeScore::none(self.no_zone.clone()),
             Some(zone) => NodeScore::value(counts.get(zone).copied().unwrap_or(0) as i64),

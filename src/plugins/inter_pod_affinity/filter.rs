@@ -144,8 +144,9 @@ impl FilterPlugin for InterPodAffinity {
         node: &NodeInfo,
         _: &ClusterState,
     ) -> Status {
-        let Some(s) = state.read::<PreFilterState>() else {
-            return Status::error("PreFilter state missing");
+        let s = match state.from_pre_filter::<PreFilterState>() {
+            Ok(s) => s,
+            Err(missing) => return missing,
         };
         let terms = Terms::of(pod);
         if !satisfies_pod_affinity(s, terms.required_affinity, node) {

@@ -123,9 +123,7 @@ impl ScorePlugin for InterPodAffinity {
         node: &NodeInfo,
         _: &ClusterState,
     ) -> Result<NodeScore, Status> {
-        let Some(PreScoreState(scores)) = state.read::<PreScoreState>() else {
-            return Err(Status::error("PreScore state missing"));
-        };
+        let PreScoreState(scores) = state.from_pre_score::<PreScoreState>()?;
         Ok(NodeScore::value(scores.of_node(node).sum()))
     }
 

@@ -145,8 +145,9 @@ impl PreFilterPlugin for NodeAffinity {
 
 impl FilterPlugin for NodeAffinity {
     fn filter(&self, state: &CycleState, _: &PodInfo, node: &NodeInfo, _: &ClusterState) -> Status {
-        let Some(PreFilterState(required)) = state.read() else {
-            return Status::error("PreFilter state missing");
+        let PreFilterState(required) = match state.from_pre_filter::<PreFilterState>() {
+            Ok(s) => s,
+            Err(missing) => return missing,
         };
         if required.matches(node) {
             Status::success()
@@ -195,9 +196,7 @@ impl ScorePlugin for NodeAffinity {
         node: &NodeInfo,
         _: &ClusterState,
     ) -> Result<NodeScore, Status> {
-        let Some(PreScoreState(terms)) = state.read() else {
-            return Err(Status::error("PreScore state missing"));
-        };
+        let PreScoreState(terms) = state.from_pre_score::<PreScoreState>()?;
         Ok(NodeScore::value(terms.score(node)))
     }
 

@@ -199,8 +199,9 @@ impl FilterPlugin for NodeResourcesFit {
         node: &NodeInfo,
         cluster: &ClusterState,
     ) -> Status {
-        let Some(want) = state.read::<FitRequest>() else {
-            return Status::error("PreFilter state missing");
+        let want = match state.from_pre_filter::<FitRequest>() {
+            Ok(s) => s,
+            Err(missing) => return missing,
         };
         let usage = cluster.usage(&node.name);
         let alloc = &node.allocatable;
@@ -283,9 +284,7 @@ impl ScorePlugin for NodeResourcesFit {
         node: &NodeInfo,
         cluster: &ClusterState,
     ) -> Result<NodeScore, Status> {
-        let Some(ScoreRequests(requests)) = state.read::<ScoreRequests>() else {
-            return Err(Status::error("PreScore state missing"));
-        };
+        let ScoreRequests(requests) = state.from_pre_score::<ScoreRequests>()?;
         Ok(NodeScore::value(self.score_node(
             requests,
             node,

@@ -101,8 +101,9 @@ impl PreFilterPlugin for PodTopologySpread {
 
 impl FilterPlugin for PodTopologySpread {
     fn filter(&self, state: &CycleState, _: &PodInfo, node: &NodeInfo, _: &ClusterState) -> Status {
-        let Some(s) = state.read::<PreFilterState>() else {
-            return Status::error("PreFilter state missing");
+        let s = match state.from_pre_filter::<PreFilterState>() {
+            Ok(s) => s,
+            Err(missing) => return missing,
         };
         for (i, c) in s.constraints.iter().enumerate() {
             let Some(value) = node.label(&c.topology_key) else {

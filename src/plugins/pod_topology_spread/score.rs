@@ -149,9 +149,7 @@ impl ScorePlugin for PodTopologySpread {
         node: &NodeInfo,
         _: &ClusterState,
     ) -> Result<NodeScore, Status> {
-        let Some(s) = state.read::<PreScoreState>() else {
-            return Err(Status::error("PreScore state missing"));
-        };
+        let s = state.from_pre_score::<PreScoreState>()?;
         if s.require_all && !has_all_keys(node, &s.constraints) {
             return Ok(NodeScore::none(s.ignored_note.clone()));
         }
