@@ -116,7 +116,7 @@ mod tests {
     use super::*;
     use crate::framework::Code;
     use crate::plugins::helper::{toleration_tolerates, tolerations_tolerate};
-    use crate::plugins::test_support::{pod_with_spec, score};
+    use crate::plugins::test_support::{pod_with_spec, score, score_without_pre_score};
     use k8s_openapi::api::core::v1::Taint;
     use serde_json::json;
 
@@ -310,13 +310,7 @@ mod tests {
 
     #[test]
     fn score_without_pre_score_is_an_error() {
-        let r = TaintToleration.score(
-            &CycleState::new(),
-            &PodInfo::default(),
-            &node(vec![]),
-            &ClusterState::default(),
-        );
-        assert_eq!(r.unwrap_err().code(), Code::Error);
+        assert_eq!(score_without_pre_score(&TaintToleration).code(), Code::Error);
     }
 
     #[test]

@@ -13,6 +13,11 @@ use crate::framework::{
 use crate::objects::pod::{HostPort, PodSpecInfo, VolumeClaim};
 use crate::objects::{NodeInfo, PodInfo, Resources};
 
+/// The zone label the topology tests spread over.
+pub(crate) const ZONE: &str = "topology.kubernetes.io/zone";
+/// The hostname label, one domain per node.
+pub(crate) const HOSTNAME: &str = "kubernetes.io/hostname";
+
 /// A label (or annotation) map from pairs.
 pub(crate) fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
     pairs
@@ -29,6 +34,16 @@ pub(crate) fn res(list: &[(&str, &str)]) -> Resources {
 /// A pod decoded from its `spec` in kube-scheduler's JSON.
 pub(crate) fn pod_with_spec(spec: serde_json::Value) -> PodInfo {
     serde_json::from_value(serde_json::json!({ "spec": spec })).unwrap()
+}
+
+/// The incoming pod `ns/incoming` with `labels` and `spec` in its JSON form.
+pub(crate) fn incoming(ns: &str, labels: &[(&str, &str)], spec: serde_json::Value) -> PodInfo {
+    let labels: BTreeMap<&str, &str> = labels.iter().copied().collect();
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "incoming", "namespace": ns, "labels": labels},
+        "spec": spec
+    }))
+    .unwrap()
 }
 
 /// Builds a [`PodInfo`]: `PodBuilder::new("p").on("n1").requests(&[("cpu", "1")]).build()`.
@@ -125,6 +140,14 @@ impl Cluster {
         self.add_node(NodeInfo::new(name, labels.iter().copied()));
     }
 
+    /// Adds nodes `(name, zone)`, each labelled with its [`ZONE`] and its
+    /// [`HOSTNAME`].
+    pub(crate) fn zoned_nodes(&mut self, nodes: &[(&str, &str)]) {
+        for (name, zone) in nodes {
+            self.node(name, &[(ZONE, zone), (HOSTNAME, name)]);
+        }
+    }
+
     /// Adds `node`.
     pub(crate) fn add_node(&mut self, node: NodeInfo) {
         self.cluster.apply_node(node.clone());
@@ -183,6 +206,19 @@ pub(crate) fn score<P: PreScorePlugin + ScorePlugin>(
         .collect();
     assert!(plugin.normalize(&state, pod, &mut scores).is_success());
     (s, scores)
+}
+
+/// Score without PreScore first: plugins answer `Error` (the runner never
+/// does this; the status is what a bug would produce).
+pub(crate) fn score_without_pre_score<P: ScorePlugin>(plugin: &P) -> Status {
+    plugin
+        .score(
+            &CycleState::new(),
+            &PodInfo::default(),
+            &NodeInfo::default(),
+            &ClusterState::default(),
+        )
+        .unwrap_err()
 }
 
 /// `(raw, score)` of each node, for compact assertions.

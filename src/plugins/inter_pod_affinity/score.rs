@@ -157,16 +157,13 @@ mod tests {
     use super::super::tests::{Fixture, pod, term};
     use super::*;
     use crate::framework::Code;
+    use crate::plugins::test_support::{HOSTNAME as HOST, ZONE, score_without_pre_score};
 
-    const ZONE: &str = "topology.kubernetes.io/zone";
-    const HOST: &str = "kubernetes.io/hostname";
 
     /// n1, n2 in zone1; n3 in zone2.
     fn cluster() -> Fixture {
         let mut f = Fixture::default();
-        for (n, z) in [("n1", "zone1"), ("n2", "zone1"), ("n3", "zone2")] {
-            f.node(n, &[(ZONE, z), (HOST, n)]);
-        }
+        f.zoned_nodes(&[("n1", "zone1"), ("n2", "zone1"), ("n3", "zone2")]);
         f
     }
 
@@ -334,14 +331,7 @@ mod tests {
 
     #[test]
     fn missing_state_is_an_error() {
-        let s = InterPodAffinity::new(&Default::default())
-            .score(
-                &CycleState::new(),
-                &PodInfo::default(),
-                &NodeInfo::default(),
-                &ClusterState::default(),
-            )
-            .unwrap_err();
+        let s = score_without_pre_score(&InterPodAffinity::new(&Default::default()));
         assert_eq!(s.code(), Code::Error);
     }
 }

@@ -1,6 +1,5 @@
 //! Fixtures shared by the filter and score tests, and the args and term tests.
 
-use std::collections::BTreeMap;
 use super::*;
 use crate::framework::{Code, CycleState, Status};
 use crate::framework::{FilterPlugin, PreFilterPlugin};
@@ -89,15 +88,8 @@ impl Fixture {
     }
 }
 
-/// The incoming pod `ns/incoming` with `labels` and `spec` (JSON).
-pub(crate) fn pod(ns: &str, labels: &[(&str, &str)], spec: serde_json::Value) -> PodInfo {
-    let labels: BTreeMap<&str, &str> = labels.iter().copied().collect();
-    serde_json::from_value(serde_json::json!({
-        "metadata": {"name": "incoming", "namespace": ns, "labels": labels},
-        "spec": spec
-    }))
-    .unwrap()
-}
+/// The incoming pod `ns/incoming`.
+pub(crate) use crate::plugins::test_support::incoming as pod;
 
 /// A `PodAffinityTerm` (JSON) on `key` selecting `matchLabels`.
 pub(crate) fn term(key: &str, match_labels: serde_json::Value) -> serde_json::Value {

@@ -210,8 +210,8 @@ mod tests {
     use super::super::tests::{Fixture, pod};
     use super::*;
     use crate::framework::Code;
+    use crate::plugins::test_support::{ZONE, score_without_pre_score};
 
-    const ZONE: &str = "topology.kubernetes.io/zone";
 
     fn soft(key: &str, max_skew: i32) -> serde_json::Value {
         json!({"maxSkew": max_skew, "topologyKey": key, "whenUnsatisfiable": "ScheduleAnyway",
@@ -361,14 +361,7 @@ mod tests {
 
     #[test]
     fn missing_state_is_an_error() {
-        let s = PodTopologySpread::default()
-            .score(
-                &CycleState::new(),
-                &PodInfo::default(),
-                &NodeInfo::default(),
-                &ClusterState::default(),
-            )
-            .unwrap_err();
+        let s = score_without_pre_score(&PodTopologySpread::default());
         assert_eq!(s.code(), Code::Error);
     }
 }

@@ -97,15 +97,8 @@ impl Fixture {
     }
 }
 
-/// The incoming pod: namespace `ns`, `labels`, and `spec` in its JSON form.
-pub(crate) fn pod(ns: &str, labels: &[(&str, &str)], spec: serde_json::Value) -> PodInfo {
-    let labels: BTreeMap<&str, &str> = labels.iter().copied().collect();
-    serde_json::from_value(serde_json::json!({
-        "metadata": {"name": "incoming", "namespace": ns, "labels": labels},
-        "spec": spec
-    }))
-    .unwrap()
-}
+/// The incoming pod `ns/incoming`.
+pub(crate) use crate::plugins::test_support::incoming as pod;
 
 #[test]
 fn args_default_to_system_and_follow_kube_scheduler_validation() {
