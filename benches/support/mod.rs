@@ -7,6 +7,7 @@
 //! Everything is deterministic (a fixed-seed xorshift), so every run and
 //! every machine measures the same bytes.
 
+// Shared by the request_path and retry_cost benches; each uses only part of it.
 #![allow(dead_code)]
 
 use std::fmt::Write as _;
@@ -171,7 +172,7 @@ pub fn pods(count: usize, nodes: &[NodeSpec]) -> Vec<PodInfo> {
                 labels.insert("qos".into(), "latency-sensitive".into());
             }
             PodInfo {
-                name: format!("{app}-{:05x}", i),
+                name: format!("{app}-{i:05x}"),
                 namespace: format!("team-{:02}", i % 30),
                 uid: format!("00000000-0000-4000-8000-{i:012}"),
                 labels,

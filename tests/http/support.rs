@@ -142,7 +142,7 @@ pub fn go_string(s: &str) -> String {
 
 fn go_map<'a>(entries: impl IntoIterator<Item = (&'a str, &'a str)>) -> String {
     let mut entries: Vec<_> = entries.into_iter().collect();
-    entries.sort(); // Go sorts map keys
+    entries.sort_unstable(); // Go sorts map keys
     let body: Vec<String> = entries
         .iter()
         .map(|(k, v)| format!("{}:{}", go_string(k), go_string(v)))

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::cache::ClusterState;
 use crate::framework::{
-    Code, CycleState, Diagnosis, Framework, Nominating, PreFilterResult, Status, fit_error_message,
+    Diagnosis, Filtered, Framework, Nominating, PluginError, fit_error_message,
 };
 use crate::objects::{NodeInfo, PodInfo};
 
@@ -66,6 +66,14 @@ impl Failure {
     }
 }
 
+impl From<PluginError> for Failure {
+    fn from(e: PluginError) -> Self {
+        Failure::Error {
+            message: e.to_string(),
+        }
+    }
+}
+
 /// Pods waiting for a node preemption freed, as the attempt must respect them.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Nominated<'a> {
@@ -94,25 +102,10 @@ fn filter(
     pod: &PodInfo,
     nodes: &[Arc<NodeInfo>],
     cluster: &ClusterState,
-) -> Result<(CycleState, PreFilterResult, Vec<Option<Status>>), Failure> {
-    let mut state = CycleState::new();
-    let pre = framework.pre_filter(&mut state, pod, cluster);
-    if let Some(rejection) = pre.rejection.as_ref().filter(|r| r.code() == Code::Error) {
-        return Err(Failure::Error {
-            message: format!(
-                "running PreFilter plugin {:?}: {}",
-                rejection.plugin(),
-                rejection.message()
-            ),
-        });
-    }
-    let verdicts = framework.filter_nodes(&state, &pre, pod, nodes, cluster);
-    if let Some(s) = verdicts.iter().flatten().find(|s| s.code() == Code::Error) {
-        return Err(Failure::Error {
-            message: format!("running Filter plugin {:?}: {}", s.plugin(), s.message()),
-        });
-    }
-    Ok((state, pre, verdicts))
+) -> Result<Filtered, Failure> {
+    framework
+        .find_feasible(pod, nodes, cluster)
+        .map_err(Failure::from)
 }
 
 /// Runs `f` with the `others` placed on their nominated nodes, then takes
@@ -217,11 +210,7 @@ pub fn schedule_one(
             feasible: count,
         });
     }
-    let table = framework
-        .score(&mut state, pod, &feasible, &*cluster)
-        .map_err(|s| Failure::Error {
-            message: format!("running Score plugin {:?}: {}", s.plugin(), s.message()),
-        })?;
+    let table = framework.score_attempt(&mut state, pod, &feasible, &*cluster)?;
     let best = table.totals.iter().copied().max().unwrap_or(0);
     let ties: Vec<usize> = (0..count).filter(|&i| table.totals[i] == best).collect();
     let chosen = ties[rotation.pick(ties.len())];

@@ -20,11 +20,10 @@ use super::preempt::Evictor;
 use super::queue::{PreEnqueue, QueueTimings, SchedulingQueue};
 use super::report::Reporter;
 use crate::cache::Cache;
-use crate::framework::{Nominating, QueueSortPlugin, QueuedPodInfo, Status};
+use crate::framework::{Nominating, QueuedPodInfo, Status};
 use crate::modes::binder::Binder;
 use crate::modes::extender::AppState;
 use crate::objects::PodInfo;
-use crate::plugins::priority_sort::PrioritySort;
 use crate::protocol::ExtenderBindingArgs;
 
 /// Binds in flight at once (kube-scheduler binds in goroutines; this keeps
@@ -55,22 +54,13 @@ pub struct Standalone {
 impl Standalone {
     /// Prepares the loop; `identity` names this replica in events.
     pub fn new(client: Client, state: AppState, identity: &str) -> Self {
+        let sort = state.policy.load().queue_sort();
         let policy = state.policy.clone();
-        let sort: Arc<dyn QueueSortPlugin> = Arc::new(PrioritySort);
         let pre_enqueue: PreEnqueue = Arc::new(move |pod: &PodInfo| {
-            let policy = policy.load();
-            let Some(framework) = policy.profile(&pod.scheduler_name) else {
-                return Status::success();
-            };
-            for wp in framework.plugins() {
-                if let Some(p) = wp.plugin.as_pre_enqueue() {
-                    let s = p.pre_enqueue(pod);
-                    if !s.is_success() {
-                        return s;
-                    }
-                }
-            }
-            Status::success()
+            policy
+                .load()
+                .profile(&pod.scheduler_name)
+                .map_or_else(Status::success, |f| f.pre_enqueue(pod))
         });
         Standalone {
             queue: Arc::new(SchedulingQueue::new(
