@@ -162,7 +162,8 @@ pub struct Metrics {
     pub retry_rechecks: Counter,
     /// Extender: parked pods forgotten to stay within the bound.
     pub parked_evicted: Counter,
-    /// Extender: pods whose last `/filter` left them no feasible node.
+    /// Extender: pods whose last `/filter` left them no feasible node (kept
+    /// current by the parked-pod registry itself).
     pub parked_pods: Gauge,
     /// 1 while the watch of a kind is connected.
     pub watch_connected: Family<KindLabels, Gauge>,
@@ -480,9 +481,6 @@ pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
         m.watch_last_seen
             .get_or_create(&kind)
             .set(w.since_last_seen().as_secs_f64());
-    }
-    if let Some(retry) = &state.retry {
-        m.parked_pods.set(retry.parked() as i64);
     }
     (
         [(

@@ -65,7 +65,8 @@ impl Retry {
     /// An empty registry reporting to `metrics`.
     pub fn new(metrics: Arc<Metrics>) -> Self {
         Retry {
-            parked: Parked::new(MAX_PARKED, MAX_PARKED_AGE),
+            parked: Parked::new(MAX_PARKED, MAX_PARKED_AGE)
+                .publishing(metrics.parked_pods.clone()),
             prompts: Arc::new(Prompts::new(MAX_PARKED, metrics.clone())),
             metrics,
         }
