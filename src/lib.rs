@@ -17,7 +17,8 @@
 //! | [`policy`] | the policy file: strict loading, defaults, compiled profiles |
 //! | [`yaml`] | bounded YAML reading for policy and snapshot files: nesting and alias limits, field positions |
 //! | [`modes`] | extender mode (the HTTP verbs) and standalone mode |
-//! | [`ops`] | health, debug endpoints, metrics, logging, signals, TLS and policy reload |
+//! | [`metrics`] | the Prometheus families (`placer_` prefix) and `/metrics` |
+//! | [`ops`] | health, debug endpoints, logging, signals, TLS and policy reload |
 //! | [`server`] | the HTTP router and the listener: connection cap, timeouts, drain |
 //! | [`cli`] | the command line |
 #![deny(missing_docs)]
@@ -27,6 +28,7 @@
 pub mod cache;
 pub mod cli;
 pub mod framework;
+pub mod metrics;
 pub mod modes;
 pub mod objects;
 pub mod ops;

@@ -24,7 +24,7 @@ use tokio::time::Instant;
 use tracing::{debug, warn};
 
 use super::conn::{self, Timeouts};
-use crate::ops::metrics::Metrics;
+use crate::metrics::Metrics;
 use crate::ops::rate_limit::LogLimiter;
 use crate::ops::tls::Reloadable;
 

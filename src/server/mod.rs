@@ -15,9 +15,10 @@ use axum::routing::get;
 use tower_http::catch_panic::CatchPanicLayer;
 use tracing::error;
 
+use crate::metrics;
+use crate::metrics::Metrics;
 use crate::modes::extender::{self, ApiError, AppState};
-use crate::ops::metrics::Metrics;
-use crate::ops::{debug, health, metrics};
+use crate::ops::{debug, health};
 
 /// The full router: verbs (or their 404 stand-ins), `/explain`, health,
 /// readiness, `/metrics`, `/policy` and `/debug/zones`; JSON errors for

@@ -27,7 +27,7 @@ use axum::routing::post;
 use std::time::Instant;
 
 use crate::cache::Cache;
-use crate::ops::metrics::Metrics;
+use crate::metrics::Metrics;
 use crate::policy::CompiledPolicy;
 
 pub use crate::modes::binder::Binder;
@@ -205,7 +205,7 @@ async fn deadline(State(state): State<AppState>, req: Request, next: Next) -> Re
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::metrics::RequestLabels;
+    use crate::metrics::RequestLabels;
     use crate::server::tests::{boom, call, state};
 
     #[tokio::test]

@@ -369,7 +369,7 @@ async fn requeue_on_events(cache: Arc<Cache>, queue: Arc<SchedulingQueue>, state
             state
                 .metrics
                 .pending_pods
-                .get_or_create(&crate::ops::metrics::QueueLabels { queue: name })
+                .get_or_create(&crate::metrics::QueueLabels { queue: name })
                 .set(n as i64);
         }
     }
