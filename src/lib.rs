@@ -36,4 +36,5 @@ pub mod plugins;
 pub mod policy;
 pub mod protocol;
 pub mod server;
+pub mod state;
 pub mod yaml;

@@ -18,8 +18,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Registry, Unit};
 
+use crate::cache::Cache;
 use crate::framework::{ExtensionPoint, Observer};
-use crate::modes::extender::AppState;
 
 /// Labels of request metrics.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -462,10 +462,12 @@ impl Observer for Metrics {
 }
 
 /// `GET /metrics`.
-pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
-    let m: &Arc<Metrics> = &state.metrics;
+pub async fn metrics(
+    State(m): State<Arc<Metrics>>,
+    State(cache): State<Arc<Cache>>,
+) -> impl IntoResponse {
     {
-        let cluster = state.cache.read();
+        let cluster = cache.read();
         m.cache_objects
             .get_or_create(&KindLabels { kind: "node" })
             .set(cluster.node_count() as i64);
@@ -473,7 +475,7 @@ pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
             .get_or_create(&KindLabels { kind: "pod" })
             .set(cluster.pod_count() as i64);
     }
-    for w in state.cache.watches().all() {
+    for w in cache.watches().all() {
         let kind = KindLabels { kind: w.kind() };
         m.watch_connected
             .get_or_create(&kind)

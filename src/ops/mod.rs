@@ -4,6 +4,7 @@
 pub mod debug;
 pub mod file_watch;
 pub mod health;
+pub mod panic;
 pub mod policy_reload;
 pub mod rate_limit;
 pub mod signals;

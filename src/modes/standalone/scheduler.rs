@@ -22,10 +22,10 @@ use super::report::Reporter;
 use crate::cache::Cache;
 use crate::framework::{Nominating, QueueSortPlugin, QueuedPodInfo, Status};
 use crate::modes::binder::Binder;
-use crate::modes::extender::AppState;
 use crate::objects::PodInfo;
 use crate::plugins::priority_sort::PrioritySort;
 use crate::protocol::ExtenderBindingArgs;
+use crate::state::AppState;
 
 /// Binds in flight at once (kube-scheduler binds in goroutines; this keeps
 /// the API server load bounded).
