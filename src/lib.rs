@@ -38,3 +38,6 @@ pub mod protocol;
 pub mod server;
 pub mod state;
 pub mod yaml;
+
+#[cfg(test)]
+mod floors;
