@@ -26,8 +26,42 @@ use crate::framework::{ExtensionPoint, Observer};
 pub struct RequestLabels {
     /// filter, prioritize, bind, preempt, explain.
     pub verb: &'static str,
-    /// success, error (200 with Error set), bad_request, too_large, timeout, internal, disabled.
+    /// An [`Outcome`]'s label.
     pub outcome: &'static str,
+}
+
+/// How a verb call ended: the `outcome` label of request metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// 200 with the verb's result.
+    Success,
+    /// 200 with `Error` set (a domain error kube-scheduler reads from the body).
+    Error,
+    /// 400.
+    BadRequest,
+    /// 413.
+    TooLarge,
+    /// 503: the deadline passed, or the caches have not synced yet.
+    Timeout,
+    /// 500, a panic included.
+    Internal,
+    /// 404: the verbs are disabled.
+    Disabled,
+}
+
+impl Outcome {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Success => "success",
+            Outcome::Error => "error",
+            Outcome::BadRequest => "bad_request",
+            Outcome::TooLarge => "too_large",
+            Outcome::Timeout => "timeout",
+            Outcome::Internal => "internal",
+            Outcome::Disabled => "disabled",
+        }
+    }
 }
 
 /// Labels naming a verb.
@@ -394,8 +428,11 @@ impl Metrics {
     }
 
     /// Records one answered request.
-    pub fn observe_request(&self, verb: &'static str, outcome: &'static str, seconds: f64) {
-        let labels = RequestLabels { verb, outcome };
+    pub fn observe_request(&self, verb: &'static str, outcome: Outcome, seconds: f64) {
+        let labels = RequestLabels {
+            verb,
+            outcome: outcome.as_str(),
+        };
         self.requests.get_or_create(&labels).inc();
         self.request_duration
             .get_or_create(&labels)

@@ -5,14 +5,16 @@
 pub mod conn;
 pub mod listener;
 
-use axum::Router;
 use axum::http::{Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use axum::{Json, Router};
 
 use crate::metrics;
-use crate::modes::extender::{self, ApiError, ExtenderState};
+use crate::modes::extender::{self, ExtenderState};
 use crate::ops::panic::catch_panic;
 use crate::ops::{debug, health};
+use crate::protocol::ErrorBody;
 use crate::state::AppState;
 
 /// The full router: verbs (or their 404 stand-ins) and `/explain` over the
@@ -34,21 +36,46 @@ pub fn router(state: AppState, verbs: ExtenderState) -> Router {
         .with_state(state)
 }
 
-async fn not_found(method: Method, uri: Uri) -> ApiError {
-    ApiError::new(
-        StatusCode::NOT_FOUND,
-        format!("no route for {method} {}", uri.path()),
-    )
+/// A request no route answers; rendered like the verbs' errors.
+#[derive(Debug, thiserror::Error)]
+enum RouteError {
+    /// 404: no route has the path.
+    #[error("no route for {method} {path}")]
+    NoRoute { method: Method, path: String },
+    /// 405: a route has the path, not the method.
+    #[error("{method} is not allowed on {path} (see the Allow header)")]
+    MethodNotAllowed { method: Method, path: String },
 }
 
-async fn method_not_allowed(method: Method, uri: Uri) -> ApiError {
-    ApiError::new(
-        StatusCode::METHOD_NOT_ALLOWED,
-        format!(
-            "{method} is not allowed on {} (see the Allow header)",
-            uri.path()
-        ),
-    )
+impl IntoResponse for RouteError {
+    fn into_response(self) -> Response {
+        let status = match self {
+            RouteError::NoRoute { .. } => StatusCode::NOT_FOUND,
+            RouteError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
+        };
+        let message = self.to_string();
+        (
+            status,
+            Json(ErrorBody {
+                error: message.as_str(),
+            }),
+        )
+            .into_response()
+    }
+}
+
+async fn not_found(method: Method, uri: Uri) -> RouteError {
+    RouteError::NoRoute {
+        method,
+        path: uri.path().to_string(),
+    }
+}
+
+async fn method_not_allowed(method: Method, uri: Uri) -> RouteError {
+    RouteError::MethodNotAllowed {
+        method,
+        path: uri.path().to_string(),
+    }
 }
 
 #[cfg(test)]

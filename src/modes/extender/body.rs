@@ -3,7 +3,6 @@
 
 use axum::body::{Body, Bytes};
 use axum::extract::{FromRequest, Request};
-use axum::http::StatusCode;
 
 use super::ExtenderState;
 use super::error::ApiError;
@@ -27,12 +26,7 @@ impl FromRequest<ExtenderState> for RawBody {
                 let too_large = std::error::Error::source(&e)
                     .is_some_and(|s| s.is::<http_body_util::LengthLimitError>());
                 if too_large {
-                    Err(ApiError::new(
-                        StatusCode::PAYLOAD_TOO_LARGE,
-                        format!(
-                            "request body exceeds the limit of {limit} bytes (--max-body-bytes)"
-                        ),
-                    ))
+                    Err(ApiError::TooLarge { limit })
                 } else {
                     Err(ApiError::bad_request(format!(
                         "could not read request body: {e}"

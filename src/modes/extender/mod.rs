@@ -26,7 +26,7 @@ use axum::routing::post;
 use std::time::Instant;
 
 use crate::cache::Cache;
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, Outcome};
 use crate::ops::panic::catch_panic;
 use crate::state::{AppState, LivePolicy};
 
@@ -76,15 +76,11 @@ pub struct ExtenderState {
     pub retry: Option<Arc<retry::Retry>>,
 }
 
-/// Marks a 200 answer that carries a domain `Error` (for the outcome label).
-#[derive(Debug, Clone, Copy)]
-pub struct DomainError;
-
-/// A JSON answer, marked when it carries a domain error.
+/// A JSON answer, labelled [`Outcome::Error`] when it carries a domain error.
 pub fn answer<T: serde::Serialize>(body: T, domain_error: bool) -> Response {
     let mut response = axum::Json(body).into_response();
     if domain_error {
-        response.extensions_mut().insert(DomainError);
+        response.extensions_mut().insert(Outcome::Error);
     }
     response
 }
@@ -169,34 +165,31 @@ async fn observe(State(metrics): State<Arc<Metrics>>, req: Request, next: Next) 
         .map_or("other", |p| verb_of(p.as_str()));
     let start = Instant::now();
     let response = next.run(req).await;
-    let outcome = match response.status() {
-        StatusCode::OK if response.extensions().get::<DomainError>().is_some() => "error",
-        StatusCode::OK => "success",
-        StatusCode::BAD_REQUEST => "bad_request",
-        StatusCode::NOT_FOUND => "disabled",
-        StatusCode::PAYLOAD_TOO_LARGE => "too_large",
-        StatusCode::SERVICE_UNAVAILABLE => "timeout",
-        _ => "internal",
-    };
+    // Errors ([`ApiError`], domain errors) carry their label; what is left
+    // is a verb's plain result, axum's rejection of a query string, or the
+    // panic layer's 500.
+    let outcome =
+        response
+            .extensions()
+            .get::<Outcome>()
+            .copied()
+            .unwrap_or(match response.status() {
+                StatusCode::OK => Outcome::Success,
+                StatusCode::BAD_REQUEST => Outcome::BadRequest,
+                _ => Outcome::Internal,
+            });
     metrics.observe_request(verb, outcome, start.elapsed().as_secs_f64());
     response
 }
 
 async fn disabled() -> ApiError {
-    ApiError::new(
-        StatusCode::NOT_FOUND,
-        "the extender verbs are disabled in standalone mode (--mode standalone); use --mode extender or both",
-    )
+    ApiError::Disabled
 }
 
 async fn deadline(State(limit): State<Duration>, req: Request, next: Next) -> Response {
     match tokio::time::timeout(limit, next.run(req)).await {
         Ok(response) => response,
-        Err(_) => ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("placer did not answer within {limit:?} (--request-timeout-ms)"),
-        )
-        .into_response(),
+        Err(_) => ApiError::Timeout { limit }.into_response(),
     }
 }
 

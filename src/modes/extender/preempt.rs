@@ -45,10 +45,7 @@ pub fn evaluate(
         }
     };
     if !state.cache.is_synced() {
-        return Err(ApiError::new(
-            axum::http::StatusCode::SERVICE_UNAVAILABLE,
-            request::NOT_SYNCED,
-        ));
+        return Err(ApiError::NotSynced);
     }
     let policy = state.policy.load();
     let framework = request::profile_for(&policy, &pod).map_err(ApiError::internal)?;

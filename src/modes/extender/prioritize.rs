@@ -24,10 +24,7 @@ pub async fn prioritize(
 /// scores for the pod, which is the safe outcome.
 pub fn evaluate(state: &ExtenderState, args: ExtenderArgs) -> Result<HostPriorityList, ApiError> {
     if !state.cache.is_synced() {
-        return Err(ApiError::new(
-            axum::http::StatusCode::SERVICE_UNAVAILABLE,
-            request::NOT_SYNCED,
-        ));
+        return Err(ApiError::NotSynced);
     }
     let policy = state.policy.load();
     let cluster = state.cache.read();
