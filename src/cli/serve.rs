@@ -41,7 +41,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let dims = compiled.count_dimensions();
 
     let mut api_client = None;
-    let (cache, binder) = match &args.snapshot {
+    let cache = match &args.snapshot {
         Some(path) => {
             let snapshot = snapshot_file::load(path)?;
             if let Some(warning) = snapshot.unknown_node_warning() {
@@ -50,7 +50,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             let mut state = ClusterState::with_dimensions(&dims);
             info!(nodes = snapshot.nodes.len(), pods = snapshot.pods.len(), file = %path.display(), "loaded snapshot");
             snapshot.fill(&mut state);
-            (Arc::new(Cache::from_state(state)), None)
+            Arc::new(Cache::from_state(state))
         }
         None => {
             let client = client(&args).await?;
@@ -66,7 +66,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                     cache.clone(),
                 ));
             }
-            (cache, Some(Arc::new(Binder::new(client))))
+            cache
         }
     };
 
@@ -77,6 +77,9 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         path_prefix: args.path_prefix.clone(),
     };
     let state = AppState::new(compiled, cache);
+    let binder = api_client
+        .clone()
+        .map(|client| Arc::new(Binder::new(client, state.metrics.clone())));
     let mut verbs = ExtenderState::new(&state, binder, settings);
     if let (Some(client), true) = (
         &api_client,

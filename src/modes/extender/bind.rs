@@ -42,7 +42,7 @@ pub async fn bind(
         }
         Err(e) => {
             tracing::warn!(error = %e, "bind failed");
-            e
+            e.to_string()
         }
     };
     let domain_error = !error.is_empty();

@@ -5,7 +5,7 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
@@ -79,7 +79,7 @@ impl Standalone {
                 QueueTimings::default(),
             )),
             reporter: Arc::new(Reporter::new(client.clone(), "placer", identity)),
-            binder: Arc::new(Binder::new(client.clone())),
+            binder: Arc::new(Binder::new(client.clone(), state.metrics.clone())),
             evictor: Arc::new(Evictor::new(client.clone())),
             client,
             state,
@@ -253,14 +253,12 @@ impl Standalone {
             pod_uid: pod.uid.clone(),
             node: node.clone(),
         };
-        let started = Instant::now();
         let result = self.binder.bind(&args).await;
         drop(slot);
-        let metrics = &self.state.metrics;
-        metrics.bound(result.is_ok(), started.elapsed().as_secs_f64());
         match result {
             Ok(()) => {
-                metrics
+                self.state
+                    .metrics
                     .scheduling_duration
                     .observe(info.timestamp.elapsed().as_secs_f64());
                 info!(pod = %pod.key(), node = %node, "bound pod");
