@@ -111,8 +111,31 @@ pub struct HandshakeLabels {
 /// Labels of scheduling attempts.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct AttemptLabels {
-    /// scheduled, unschedulable or error.
+    /// An [`Attempt`]'s label.
     pub result: &'static str,
+}
+
+/// How a standalone scheduling attempt ended: the `result` label of
+/// `placer_schedule_attempts_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Attempt {
+    /// A node was found (the bind follows asynchronously).
+    Scheduled,
+    /// No node fits the pod.
+    Unschedulable,
+    /// The cycle failed (a plugin error, a missing profile).
+    Error,
+}
+
+impl Attempt {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Attempt::Scheduled => "scheduled",
+            Attempt::Unschedulable => "unschedulable",
+            Attempt::Error => "error",
+        }
+    }
 }
 
 /// Labels of queue lengths.
@@ -412,9 +435,11 @@ impl Metrics {
     }
 
     /// Records a scheduling attempt.
-    pub fn attempt(&self, result: &'static str) {
+    pub fn attempt(&self, result: Attempt) {
         self.schedule_attempts
-            .get_or_create(&AttemptLabels { result })
+            .get_or_create(&AttemptLabels {
+                result: result.as_str(),
+            })
             .inc();
     }
 

@@ -21,6 +21,7 @@ use super::queue::{PreEnqueue, QueueTimings, SchedulingQueue};
 use super::report::Reporter;
 use crate::cache::Cache;
 use crate::framework::{Nominating, QueueSortPlugin, QueuedPodInfo, Status};
+use crate::metrics::Attempt;
 use crate::modes::binder::Binder;
 use crate::objects::PodInfo;
 use crate::plugins::priority_sort::PrioritySort;
@@ -156,7 +157,7 @@ impl Standalone {
         };
         match result {
             Ok(placement) => {
-                self.state.metrics.attempt("scheduled");
+                self.state.metrics.attempt(Attempt::Scheduled);
                 let mut assumed = (*pod).clone();
                 assumed.node_name = Some(placement.node.clone());
                 self.state.cache.write().apply_pod(assumed);
@@ -175,9 +176,9 @@ impl Standalone {
             Err(failure) => {
                 let unschedulable = matches!(failure, Failure::Unschedulable { .. });
                 self.state.metrics.attempt(if unschedulable {
-                    "unschedulable"
+                    Attempt::Unschedulable
                 } else {
-                    "error"
+                    Attempt::Error
                 });
                 debug!(pod = %pod.key(), reason = failure.message(), "pod did not fit");
                 let preempting = matches!(failure.nominating(), Nominating::Nominate(_));
