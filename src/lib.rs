@@ -10,17 +10,21 @@
 //! | module | what it holds |
 //! | --- | --- |
 //! | [`protocol`] | the extender wire types (`ExtenderArgs`, `ExtenderFilterResult`, ...) |
-//! | [`objects`] | views of API objects (pods, nodes, resources, volumes, budgets, ...): the ground floor |
+//! | [`yaml`] | bounded YAML reading for policy and snapshot files: nesting and alias limits, field positions |
+//! | [`objects`] | views of API objects (pods, nodes, resources, volumes, budgets, ...) |
+//! | [`cache`] | nodes, assigned pods and the zone index, plus keyed stores (claims, budgets, namespaces, ...), fed by watchers or a snapshot file |
 //! | [`framework`] | statuses, cycle state, one trait per extension point, the runner, explanations |
 //! | [`plugins`] | one file per plugin and the registry that builds them from the policy |
-//! | [`cache`] | nodes, assigned pods and the zone index, plus keyed stores (claims, budgets, namespaces, ...), fed by watchers or a snapshot file |
 //! | [`policy`] | the policy file: strict loading, defaults, compiled profiles |
-//! | [`yaml`] | bounded YAML reading for policy and snapshot files: nesting and alias limits, field positions |
-//! | [`modes`] | extender mode (the HTTP verbs) and standalone mode |
 //! | [`metrics`] | the Prometheus families (`placer_` prefix) and `/metrics` |
-//! | [`ops`] | health, debug endpoints, logging, signals, TLS and policy reload |
+//! | [`state`] | what the whole service shares (live policy, cache, metrics) and the substates handlers take |
+//! | [`ops`] | health, debug endpoints, the panic layer, logging, signals, TLS and policy reload |
+//! | [`modes`] | extender mode (the HTTP verbs and their state), standalone mode, the binder both use |
 //! | [`server`] | the HTTP router and the listener: connection cap, timeouts, drain |
 //! | [`cli`] | the command line |
+//!
+//! The table runs from the ground floor up: a module uses only those on its
+//! floor or below (design §1; the `floors` test checks it).
 #![deny(missing_docs)]
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
