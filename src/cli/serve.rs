@@ -9,7 +9,7 @@ use tracing::{info, warn};
 
 use super::ServeArgs;
 use crate::cache::{Cache, ClusterState, snapshot_file, watch};
-use crate::modes::extender::{AppState, Binder, Settings};
+use crate::modes::extender::{Binder, ExtenderState, Settings};
 use crate::modes::standalone::leader;
 use crate::modes::standalone::scheduler::Standalone;
 use crate::ops::policy_reload::PolicyReloader;
@@ -19,6 +19,7 @@ use crate::ops::tls::{TlsFiles, TlsReloader};
 use crate::policy::{self, CompiledPolicy};
 use crate::server::conn::Timeouts;
 use crate::server::listener::{Limits, Listener, Transport};
+use crate::state::AppState;
 
 /// Runs the service until SIGTERM, SIGINT or SIGQUIT.
 pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
@@ -40,7 +41,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let dims = compiled.count_dimensions();
 
     let mut api_client = None;
-    let (cache, binder) = match &args.snapshot {
+    let cache = match &args.snapshot {
         Some(path) => {
             let snapshot = snapshot_file::load(path)?;
             if let Some(warning) = snapshot.unknown_node_warning() {
@@ -49,7 +50,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             let mut state = ClusterState::with_dimensions(&dims);
             info!(nodes = snapshot.nodes.len(), pods = snapshot.pods.len(), file = %path.display(), "loaded snapshot");
             snapshot.fill(&mut state);
-            (Arc::new(Cache::from_state(state)), None)
+            Arc::new(Cache::from_state(state))
         }
         None => {
             let client = client(&args).await?;
@@ -65,7 +66,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                     cache.clone(),
                 ));
             }
-            (cache, Some(Arc::new(Binder::new(client))))
+            cache
         }
     };
 
@@ -75,12 +76,16 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         verbs_enabled: args.mode.serves_verbs(),
         path_prefix: args.path_prefix.clone(),
     };
-    let mut state = AppState::new(compiled, cache, binder, settings);
+    let state = AppState::new(compiled, cache);
+    let binder = api_client
+        .clone()
+        .map(|client| Arc::new(Binder::new(client, state.metrics.clone())));
+    let mut verbs = ExtenderState::new(&state, binder, settings);
     if let (Some(client), true) = (
         &api_client,
         args.mode.serves_verbs() && !args.no_retry_prompts,
     ) {
-        state.enable_retry_prompts(client.clone());
+        verbs.enable_retry_prompts(client.clone());
     }
     let policy_reloader = PolicyReloader::new(args.policy.clone(), state.clone());
     if !args.no_policy_reload {
@@ -131,7 +136,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         }
         _ => None,
     };
-    let app = crate::server::router(state);
+    let app = crate::server::router(state, verbs);
     let listener = Listener::bind(args.listen).await?;
     let listen = listener.local_addr();
     let transport = match &tls {

@@ -9,9 +9,10 @@ use axum::body::Body;
 use axum::http::{HeaderMap, Method, Request, StatusCode};
 use http_body_util::BodyExt;
 use placer::cache::{Cache, ClusterState};
-use placer::modes::extender::{AppState, Settings};
+use placer::modes::extender::{ExtenderState, Settings};
 use placer::objects::{NodeInfo, PodInfo};
 use placer::policy::{self, CompiledPolicy};
+use placer::state::AppState;
 use serde_json::Value;
 use tower::ServiceExt;
 
@@ -419,13 +420,15 @@ impl App {
 
     /// `policy` over `cache` as given (e.g. an unsynced `Cache::new()`).
     pub fn over_cache(policy: CompiledPolicy, cache: Arc<Cache>, settings: Settings) -> Self {
-        App::over_state(AppState::new(policy, cache, None, settings))
+        let state = AppState::new(policy, cache);
+        let verbs = ExtenderState::new(&state, None, settings);
+        App::over_state(state, verbs)
     }
 
-    /// The router over `state` as given (e.g. with retry prompts switched on).
-    pub fn over_state(state: AppState) -> Self {
+    /// The router over `state` and `verbs` as given (e.g. with retry prompts switched on).
+    pub fn over_state(state: AppState, verbs: ExtenderState) -> Self {
         App {
-            router: placer::server::router(state),
+            router: placer::server::router(state, verbs),
         }
     }
 

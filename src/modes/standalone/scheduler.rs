@@ -5,7 +5,7 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
@@ -21,10 +21,11 @@ use super::queue::{PreEnqueue, QueueTimings, SchedulingQueue};
 use super::report::Reporter;
 use crate::cache::Cache;
 use crate::framework::{Nominating, QueuedPodInfo, Status};
+use crate::metrics::Attempt;
 use crate::modes::binder::Binder;
-use crate::modes::extender::AppState;
 use crate::objects::PodInfo;
 use crate::protocol::ExtenderBindingArgs;
+use crate::state::AppState;
 
 /// Binds in flight at once (kube-scheduler binds in goroutines; this keeps
 /// the API server load bounded).
@@ -69,7 +70,7 @@ impl Standalone {
                 QueueTimings::default(),
             )),
             reporter: Arc::new(Reporter::new(client.clone(), "placer", identity)),
-            binder: Arc::new(Binder::new(client.clone())),
+            binder: Arc::new(Binder::new(client.clone(), state.metrics.clone())),
             evictor: Arc::new(Evictor::new(client.clone())),
             client,
             state,
@@ -146,7 +147,7 @@ impl Standalone {
         };
         match result {
             Ok(placement) => {
-                self.state.metrics.attempt("scheduled");
+                self.state.metrics.attempt(Attempt::Scheduled);
                 let mut assumed = (*pod).clone();
                 assumed.node_name = Some(placement.node.clone());
                 self.state.cache.write().apply_pod(assumed);
@@ -165,9 +166,9 @@ impl Standalone {
             Err(failure) => {
                 let unschedulable = matches!(failure, Failure::Unschedulable { .. });
                 self.state.metrics.attempt(if unschedulable {
-                    "unschedulable"
+                    Attempt::Unschedulable
                 } else {
-                    "error"
+                    Attempt::Error
                 });
                 debug!(pod = %pod.key(), reason = failure.message(), "pod did not fit");
                 let preempting = matches!(failure.nominating(), Nominating::Nominate(_));
@@ -243,14 +244,12 @@ impl Standalone {
             pod_uid: pod.uid.clone(),
             node: node.clone(),
         };
-        let started = Instant::now();
         let result = self.binder.bind(&args).await;
         drop(slot);
-        let metrics = &self.state.metrics;
-        metrics.bound(result.is_ok(), started.elapsed().as_secs_f64());
         match result {
             Ok(()) => {
-                metrics
+                self.state
+                    .metrics
                     .scheduling_duration
                     .observe(info.timestamp.elapsed().as_secs_f64());
                 info!(pod = %pod.key(), node = %node, "bound pod");
@@ -359,7 +358,7 @@ async fn requeue_on_events(cache: Arc<Cache>, queue: Arc<SchedulingQueue>, state
             state
                 .metrics
                 .pending_pods
-                .get_or_create(&crate::ops::metrics::QueueLabels { queue: name })
+                .get_or_create(&crate::metrics::QueueLabels { queue: name })
                 .set(n as i64);
         }
     }
