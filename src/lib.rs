@@ -16,6 +16,7 @@
 //! | [`cache`] | nodes, assigned pods and the zone index, plus keyed stores (claims, budgets, namespaces, ...), fed by watchers or a snapshot file |
 //! | [`policy`] | the policy file: strict loading, defaults, compiled profiles |
 //! | [`yaml`] | bounded YAML reading for policy and snapshot files: nesting and alias limits, field positions |
+//! | [`explain`] | "why is my pod pending?": a live pod against every node, kube-scheduler's verdicts next to placer's |
 //! | [`modes`] | extender mode (the HTTP verbs) and standalone mode |
 //! | [`ops`] | health, debug endpoints, metrics, logging, signals, TLS and policy reload |
 //! | [`server`] | the HTTP router and the listener: connection cap, timeouts, drain |
@@ -26,6 +27,7 @@
 
 pub mod cache;
 pub mod cli;
+pub mod explain;
 pub mod framework;
 pub mod modes;
 pub mod objects;

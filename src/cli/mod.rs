@@ -136,6 +136,21 @@ pub struct ServeArgs {
     /// need `pods` `patch`; see docs/freshness.md).
     #[arg(long)]
     pub no_retry_prompts: bool,
+    /// Watch unscheduled pods so `GET /explain/pods/{namespace}/{name}` can
+    /// explain pending pods; in extender mode also watch the kinds the
+    /// in-tree plugins read (claims, volumes, storage classes, namespaces,
+    /// services and owners, budgets), as standalone mode does. Off: only
+    /// bound pods can be explained (see the README for the memory cost).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub explain_pods: bool,
+    /// kube-scheduler's configuration, for explaining pods of extender
+    /// deployments with its profile and extender weight (default: its
+    /// default profile and weight 1).
+    #[arg(long, value_name = "FILE")]
+    pub explain_kube_scheduler_config: Option<PathBuf>,
+    /// Pending pods whose last diagnosis is kept in memory.
+    #[arg(long, default_value_t = crate::explain::diagnoses::DEFAULT_CAP)]
+    pub explain_diagnoses_cap: usize,
     /// Test only: apply each node and pod watch event this long after it
     /// arrived, so kube-scheduler always sees those changes first.
     #[arg(long, hide = true, default_value_t = 0)]

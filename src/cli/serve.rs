@@ -9,6 +9,7 @@ use tracing::{info, warn};
 
 use super::ServeArgs;
 use crate::cache::{Cache, ClusterState, snapshot_file, watch};
+use crate::explain::{self, Diagnoses, Explainer, InTree, PendingPods};
 use crate::modes::extender::{AppState, Binder, Settings};
 use crate::modes::standalone::leader;
 use crate::modes::standalone::scheduler::Standalone;
@@ -40,6 +41,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let dims = compiled.count_dimensions();
 
     let mut api_client = None;
+    let mut pending = None;
     let (cache, binder) = match &args.snapshot {
         Some(path) => {
             let snapshot = snapshot_file::load(path)?;
@@ -48,6 +50,13 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             }
             let mut state = ClusterState::with_dimensions(&dims);
             info!(nodes = snapshot.nodes.len(), pods = snapshot.pods.len(), file = %path.display(), "loaded snapshot");
+            pending = Some(Arc::new(PendingPods::from_pods(
+                snapshot
+                    .pods
+                    .iter()
+                    .filter(|p| p.node_name.is_none())
+                    .cloned(),
+            )));
             snapshot.fill(&mut state);
             (Arc::new(Cache::from_state(state)), None)
         }
@@ -59,7 +68,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             let delay = Duration::from_millis(args.debug_watch_event_delay_ms);
             tokio::spawn(watch::watch_nodes(client.clone(), cache.clone(), delay));
             tokio::spawn(watch::watch_pods(client.clone(), cache.clone(), delay));
-            if args.mode.schedules() {
+            if args.mode.schedules() || args.explain_pods {
                 tokio::spawn(watch::watch_scheduling_objects(
                     client.clone(),
                     cache.clone(),
@@ -76,6 +85,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         path_prefix: args.path_prefix.clone(),
     };
     let mut state = AppState::new(compiled, cache, binder, settings);
+    let explainer = explainer(&args, &state, pending, api_client.as_ref())?;
     if let (Some(client), true) = (
         &api_client,
         args.mode.serves_verbs() && !args.no_retry_prompts,
@@ -121,7 +131,8 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             } else {
                 None
             };
-            let standalone = Standalone::new(client, state.clone(), &identity);
+            let standalone = Standalone::new(client, state.clone(), &identity)
+                .with_diagnoses(explainer.diagnoses.clone());
             info!(
                 identity,
                 leader_elect = args.leader_elect,
@@ -131,7 +142,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         }
         _ => None,
     };
-    let app = crate::server::router(state);
+    let app = crate::server::router(state).layer(axum::Extension(explainer));
     let listener = Listener::bind(args.listen).await?;
     let listen = listener.local_addr();
     let transport = match &tls {
@@ -161,6 +172,48 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }
     info!("placer stopped");
     Ok(())
+}
+
+/// The explainer of `/explain/pods`: unscheduled pods from the snapshot, or
+/// watched (`--explain-pods`), or none; kube-scheduler's plugins when the
+/// verbs are served.
+fn explainer(
+    args: &ServeArgs,
+    state: &AppState,
+    pending: Option<Arc<PendingPods>>,
+    client: Option<&kube::Client>,
+) -> anyhow::Result<Arc<Explainer>> {
+    let diagnoses = Arc::new(Diagnoses::new(args.explain_diagnoses_cap));
+    let pending = match (pending, client) {
+        (Some(p), _) => p,
+        (None, Some(client)) if args.explain_pods => {
+            let p = Arc::new(PendingPods::new());
+            tokio::spawn(explain::pending::watch(
+                client.clone(),
+                state.cache.clone(),
+                p.clone(),
+                diagnoses.clone(),
+            ));
+            p
+        }
+        _ => Arc::new(PendingPods::from_pods([])),
+    };
+    let in_tree = if args.mode.serves_verbs() {
+        Some(Arc::new(match &args.explain_kube_scheduler_config {
+            Some(path) => InTree::from_file(path)?,
+            None => InTree::defaults()?,
+        }))
+    } else {
+        None
+    };
+    Ok(Arc::new(Explainer {
+        policy: state.policy.clone(),
+        cache: state.cache.clone(),
+        mode: args.mode,
+        pending,
+        in_tree,
+        diagnoses,
+    }))
 }
 
 async fn client(args: &ServeArgs) -> anyhow::Result<kube::Client> {
