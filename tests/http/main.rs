@@ -16,6 +16,7 @@ mod binary;
 mod bind;
 mod errors;
 mod explain;
+mod explain_pods;
 mod filter;
 mod invalid_pod;
 mod ops;
