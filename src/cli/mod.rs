@@ -1,6 +1,7 @@
-//! The command line (design §2): `serve`, `score`, `check-policy`, `--version`.
+//! The command line (design §2): `serve`, `explain`, `score`, `check-policy`, `--version`.
 
 mod check_policy;
+mod explain;
 mod score;
 mod serve;
 
@@ -13,6 +14,7 @@ use crate::modes::Mode;
 use crate::ops::telemetry::LogFormat;
 
 pub use check_policy::check_policy;
+pub use explain::{ExplainArgs, explain};
 pub use score::score;
 pub use serve::serve;
 
@@ -51,7 +53,11 @@ pub struct Cli {
 pub enum Command {
     /// Run the HTTP service (and, in standalone mode, the scheduler).
     Serve(ServeArgs),
-    /// Explain offline how each node of a cluster file filters and scores for a pod.
+    /// Why a live pod is pending, or where it would go: from a running placer
+    /// (--server), a one-shot cache of the API server, or files (--cluster --pod).
+    Explain(ExplainArgs),
+    /// Explain offline how each node of a cluster file filters and scores for
+    /// a pod (the same as `explain --cluster FILE --pod FILE`).
     Score(ScoreArgs),
     /// Validate a policy file and print it with defaults filled in.
     CheckPolicy {

@@ -111,6 +111,16 @@ pub fn render(answer: &Answer, table: bool) -> Response {
     }
 }
 
+/// The JSON form of the answer.
+pub fn json(answer: &Answer) -> serde_json::Value {
+    serde_json::to_value(Body {
+        explanation: &answer.explanation,
+        reused: answer.reused,
+        last_attempt: answer.last_attempt.as_ref(),
+    })
+    .unwrap_or_else(|e| serde_json::json!({ "Error": format!("encoding the explanation: {e}") }))
+}
+
 /// The table with the last attempt underneath.
 pub fn text(answer: &Answer) -> String {
     let mut out = answer.explanation.to_table();
