@@ -16,6 +16,7 @@ mod harness;
 
 mod bind;
 mod differential;
+mod explain;
 mod extender;
 mod freshness;
 mod manifests;
