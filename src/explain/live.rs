@@ -164,6 +164,9 @@ pub struct NodeVerdict {
     pub rank: Option<usize>,
 }
 
+/// Failed nodes with the status the scheduler holds for each.
+pub type FailedNodes = Vec<(Arc<NodeInfo>, Status)>;
+
 /// An evaluation that still needs PostFilter (exclusive access to the cluster).
 pub struct Evaluated {
     /// The explanation so far.
@@ -171,7 +174,7 @@ pub struct Evaluated {
     /// The failed nodes with the status kube-scheduler holds for each, and
     /// the message before PostFilter; `None` when a node fits or no
     /// PostFilter runs.
-    pub post_filter: Option<(Vec<(Arc<NodeInfo>, Status)>, String)>,
+    pub post_filter: Option<(FailedNodes, String)>,
 }
 
 fn row(s: &Status) -> FilterRow {
@@ -314,7 +317,7 @@ pub fn evaluate(fw: &Frameworks<'_>, pod: &PodInfo, cluster: &ClusterState) -> E
         };
         explanation.hints = super::hints::hints(&explanation, pod, &nodes);
         let scheduler = fw.in_tree.as_ref().map_or(fw.placer, |t| t.framework);
-        let failed: Vec<(Arc<NodeInfo>, Status)> = nodes
+        let failed: FailedNodes = nodes
             .iter()
             .zip(failures)
             .filter_map(|(n, f)| f.map(|(_, s)| (n.clone(), s)))
