@@ -68,7 +68,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             let delay = Duration::from_millis(args.debug_watch_event_delay_ms);
             tokio::spawn(watch::watch_nodes(client.clone(), cache.clone(), delay));
             tokio::spawn(watch::watch_pods(client.clone(), cache.clone(), delay));
-            if args.mode.schedules() || args.explain_pods {
+            if args.mode.schedules() || explain_pods(&args) {
                 tokio::spawn(watch::watch_scheduling_objects(
                     client.clone(),
                     cache.clone(),
@@ -174,6 +174,11 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Whether unscheduled pods are watched for `/explain/pods` (see the flag).
+fn explain_pods(args: &ServeArgs) -> bool {
+    args.explain_pods.unwrap_or(args.mode.schedules())
+}
+
 /// The explainer of `/explain/pods`: unscheduled pods from the snapshot, or
 /// watched (`--explain-pods`), or none; kube-scheduler's plugins when the
 /// verbs are served.
@@ -186,7 +191,7 @@ fn explainer(
     let diagnoses = Arc::new(Diagnoses::new(args.explain_diagnoses_cap));
     let pending = match (pending, client) {
         (Some(p), _) => p,
-        (None, Some(client)) if args.explain_pods => {
+        (None, Some(client)) if explain_pods(args) => {
             let p = Arc::new(PendingPods::new());
             tokio::spawn(explain::pending::watch(
                 client.clone(),

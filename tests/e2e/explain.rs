@@ -67,11 +67,12 @@ async fn extender_summary_is_the_failed_scheduling_text() -> anyhow::Result<()> 
         env.node("plain"),
     ])
     .await?;
-    let rig = ExtenderRig::start(
+    let rig = ExtenderRig::start_with_args(
         &env,
         &capability_policy(&env),
         ScorePlugins::Defaults,
         |e| e,
+        &["--explain-pods=true"],
     )
     .await?;
     env.create_pod(&blocked_pod(&env, "blocked", HW_ANNOTATION))
@@ -155,11 +156,12 @@ async fn extender_winner_is_the_bound_node() -> anyhow::Result<()> {
             ),
         ])
         .await?;
-    let rig = ExtenderRig::start(
+    let rig = ExtenderRig::start_with_args(
         &env,
         &capability_policy(&env),
         ScorePlugins::Defaults,
         |e| e,
+        &["--explain-pods=true"],
     )
     .await?;
     env.create_pod(
@@ -221,6 +223,120 @@ async fn standalone_summary_and_last_attempt_are_the_failed_scheduling_text() ->
         explained["lastAttempt"]["message"],
         json!(events.last()),
         "the scheduling loop recorded its attempt"
+    );
+    Ok(())
+}
+
+/// Creates pending pod `pending-<i>` for a scheduler nobody runs.
+async fn create_pending(
+    client: kube::Client,
+    ns: &str,
+    i: usize,
+    labels: Value,
+) -> anyhow::Result<()> {
+    let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(json!({
+        "metadata": { "name": format!("pending-{i}"), "labels": labels },
+        "spec": { "schedulerName": "nobody", "containers": [{ "name": "c",
+            "image": "registry.k8s.io/pause:3.10", "resources": { "requests": { "cpu": "100m" } } }] },
+    }))?;
+    kube::Api::<k8s_openapi::api::core::v1::Pod>::namespaced(client, ns)
+        .create(&kube::api::PostParams::default(), &pod)
+        .await?;
+    Ok(())
+}
+
+/// Measures what `--explain-pods` costs in extender mode: the resident memory of two placers
+/// over the same cluster, one with the feature (watches of unscheduled pods and of the kinds the
+/// in-tree plugins read) and one without. Not run by default (it creates thousands of objects):
+///
+/// ```text
+/// PLACER_E2E_EXPLAIN_OBJECTS=2000 cargo test --release --test e2e explain_pods_memory_cost -- --ignored --nocapture
+/// ```
+///
+/// `PLACER_E2E_EXPLAIN_OBJECTS` (default 2,000) is the number of Services, of ReplicaSets, of
+/// PersistentVolumeClaims and of pending pods each; `PLACER_E2E_EXPLAIN_PODS_ONLY=1` creates the
+/// pending pods only, to tell their share from the other kinds'.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "measurement; creates thousands of objects"]
+async fn explain_pods_memory_cost() -> anyhow::Result<()> {
+    use futures::StreamExt as _;
+    use k8s_openapi::api::apps::v1::ReplicaSet;
+    use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Service};
+    use kube::Api;
+    use kube::api::PostParams;
+
+    let count: usize = std::env::var("PLACER_E2E_EXPLAIN_OBJECTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2000);
+    let pods_only = std::env::var("PLACER_E2E_EXPLAIN_PODS_ONLY").is_ok_and(|v| v == "1");
+    let env = TestEnv::new("explain-memory").await?;
+    env.create_nodes((0..20).map(|i| env.node(&format!("n{i}"))))
+        .await?;
+    let ns = env.namespace().to_string();
+    let client = env.client().clone();
+    let create = |i: usize| {
+        let (client, ns) = (client.clone(), ns.clone());
+        async move {
+            let labels = json!({ "app": format!("app-{i}"), "tier": "web" });
+            let pp = PostParams::default();
+            if pods_only {
+                return create_pending(client, &ns, i, labels).await;
+            }
+            let svc: Service = serde_json::from_value(json!({
+                "metadata": { "name": format!("svc-{i}") },
+                "spec": { "clusterIP": "None", "selector": labels, "ports": [{ "port": 80 }] },
+            }))?;
+            Api::<Service>::namespaced(client.clone(), &ns)
+                .create(&pp, &svc)
+                .await?;
+            let rs: ReplicaSet = serde_json::from_value(json!({
+                "metadata": { "name": format!("rs-{i}") },
+                "spec": { "replicas": 0, "selector": { "matchLabels": labels },
+                    "template": { "metadata": { "labels": labels },
+                        "spec": { "containers": [{ "name": "c", "image": "registry.k8s.io/pause:3.10" }] } } },
+            }))?;
+            Api::<ReplicaSet>::namespaced(client.clone(), &ns)
+                .create(&pp, &rs)
+                .await?;
+            let pvc: PersistentVolumeClaim = serde_json::from_value(json!({
+                "metadata": { "name": format!("pvc-{i}") },
+                "spec": { "accessModes": ["ReadWriteOnce"], "resources": { "requests": { "storage": "1Gi" } } },
+            }))?;
+            Api::<PersistentVolumeClaim>::namespaced(client.clone(), &ns)
+                .create(&pp, &pvc)
+                .await?;
+            create_pending(client, &ns, i, labels).await
+        }
+    };
+    let results: Vec<anyhow::Result<()>> = futures::stream::iter((0..count).map(create))
+        .buffer_unordered(16)
+        .collect()
+        .await;
+    results.into_iter().collect::<anyhow::Result<Vec<()>>>()?;
+    let policy = capability_policy(&env).to_yaml();
+    let mut rss = Vec::new();
+    for (name, flag) in [
+        ("off", "--explain-pods=false"),
+        ("on", "--explain-pods=true"),
+    ] {
+        let placer = Placer::start_with(&env, &policy, name, "extender", &[flag]).await?;
+        tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+        let pid = placer
+            .pid()
+            .ok_or_else(|| anyhow::anyhow!("placer {name} not running"))?;
+        let (now, peak) = crate::harness::procstat::rss_mib(pid)?;
+        eprintln!("explain-pods {name}: RSS {now:.1} MiB (peak {peak:.1} MiB)");
+        rss.push(now);
+    }
+    eprintln!(
+        "{count} pending pods{}: +{:.1} MiB with --explain-pods",
+        if pods_only {
+            ""
+        } else {
+            " and as many services, replica sets and claims"
+        },
+        rss[1] - rss[0]
     );
     Ok(())
 }
