@@ -161,6 +161,11 @@ pub struct ServeArgs {
     /// Pending pods whose last diagnosis is kept in memory.
     #[arg(long, default_value_t = crate::explain::diagnoses::DEFAULT_CAP)]
     pub explain_diagnoses_cap: usize,
+    /// Standalone mode: after every attempt write kube-scheduler-simulator's
+    /// result annotations (filter-result, score-result, finalscore-result,
+    /// selected-node) on the pod (needs `pods` `patch`).
+    #[arg(long)]
+    pub simulator_annotations: bool,
     /// Test only: apply each node and pod watch event this long after it
     /// arrived, so kube-scheduler always sees those changes first.
     #[arg(long, hide = true, default_value_t = 0)]

@@ -188,7 +188,14 @@ fn explainer(
     pending: Option<Arc<PendingPods>>,
     client: Option<&kube::Client>,
 ) -> anyhow::Result<Arc<Explainer>> {
-    let diagnoses = Arc::new(Diagnoses::new(args.explain_diagnoses_cap));
+    let mut outcomes = None;
+    let mut diagnoses = Diagnoses::new(args.explain_diagnoses_cap);
+    if let (true, true, Some(_)) = (args.simulator_annotations, args.mode.schedules(), client) {
+        let (tx, rx) = tokio::sync::mpsc::channel(explain::simulator::QUEUE);
+        diagnoses = diagnoses.reporting_outcomes(tx);
+        outcomes = Some(rx);
+    }
+    let diagnoses = Arc::new(diagnoses);
     let pending = match (pending, client) {
         (Some(p), _) => p,
         (None, Some(client)) if explain_pods(args) => {
@@ -211,14 +218,22 @@ fn explainer(
     } else {
         None
     };
-    Ok(Arc::new(Explainer {
+    let explainer = Arc::new(Explainer {
         policy: state.policy.clone(),
         cache: state.cache.clone(),
         mode: args.mode,
         pending,
         in_tree,
         diagnoses,
-    }))
+    });
+    if let (Some(rx), Some(client)) = (outcomes, client) {
+        tokio::spawn(explain::simulator::annotate(
+            client.clone(),
+            explainer.clone(),
+            rx,
+        ));
+    }
+    Ok(explainer)
 }
 
 async fn client(args: &ServeArgs) -> anyhow::Result<kube::Client> {

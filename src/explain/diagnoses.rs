@@ -15,8 +15,11 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
 use serde::Serialize;
+use tokio::sync::mpsc;
+use tracing::warn;
 
 use super::LiveExplanation;
+use super::simulator::Outcome;
 use crate::objects::PodInfo;
 
 /// Pods remembered by default (`--explain-diagnoses-cap`).
@@ -74,6 +77,8 @@ struct Inner {
 pub struct Diagnoses {
     cap: usize,
     inner: Mutex<Inner>,
+    /// Where standalone outcomes go for the simulator annotations, if on.
+    outcomes: Option<mpsc::Sender<Outcome>>,
 }
 
 impl Default for Diagnoses {
@@ -88,7 +93,32 @@ impl Diagnoses {
         Diagnoses {
             cap,
             inner: Mutex::new(Inner::default()),
+            outcomes: None,
         }
+    }
+
+    /// Also reports every standalone outcome to `tx` (`--simulator-annotations`);
+    /// when it is full the outcome is dropped, never waited for.
+    #[must_use]
+    pub fn reporting_outcomes(mut self, tx: mpsc::Sender<Outcome>) -> Self {
+        self.outcomes = Some(tx);
+        self
+    }
+
+    fn report(&self, pod: &PodInfo, node: Option<&str>) {
+        if let Some(tx) = &self.outcomes
+            && tx
+                .try_send((Arc::new(pod.clone()), node.map(str::to_string)))
+                .is_err()
+        {
+            warn!(pod = %pod.key(), "simulator annotations fall behind; skipping this outcome");
+        }
+    }
+
+    /// Records that a standalone attempt placed `pod` on `node`.
+    pub fn record_placement(&self, pod: &PodInfo, node: &str) {
+        self.forget(&pod.namespace, &pod.name);
+        self.report(pod, Some(node));
     }
 
     /// Pods remembered now.
@@ -113,6 +143,7 @@ impl Diagnoses {
                 at_unix_seconds,
             });
         });
+        self.report(pod, None);
     }
 
     /// The last attempt recorded for `pod` (the same UID).

@@ -9,7 +9,7 @@
 //!   [`table`]: its text form;
 //! - [`diagnoses`]: the last diagnosis per pending pod, bounded, reused while
 //!   nothing changed;
-//! - [`http`]: the handler.
+//! - [`http`]: the handler; [`simulator`]: kube-scheduler-simulator's result annotations.
 //!
 //! [`Explainer`] ties them together; one is built per process by `placer serve`
 //! (or once by `placer explain --kubeconfig`).
@@ -21,6 +21,7 @@ pub mod in_tree;
 pub mod live;
 pub mod names;
 pub mod pending;
+pub mod simulator;
 mod table;
 
 use std::sync::Arc;

@@ -209,7 +209,9 @@ async fn standalone_summary_and_last_attempt_are_the_failed_scheduling_text() ->
         env.node("plain"),
     ])
     .await?;
-    let placer = env.start_standalone("placer", &[]).await?;
+    let placer = env
+        .start_standalone("placer", &["--simulator-annotations"])
+        .await?;
     env.create_pod(
         &blocked_pod(&env, "blocked", SHIPPED_HW_ANNOTATION).scheduler(&env.scheduler_name()),
     )
@@ -223,6 +225,32 @@ async fn standalone_summary_and_last_attempt_are_the_failed_scheduling_text() ->
         explained["lastAttempt"]["message"],
         json!(events.last()),
         "the scheduling loop recorded its attempt"
+    );
+    let key = "kube-scheduler-simulator.sigs.k8s.io/filter-result";
+    let filter = env
+        .poll(
+            "the simulator annotations",
+            crate::harness::SCHEDULING_TIMEOUT,
+            || async {
+                let pod = env.pods().get("blocked").await?;
+                Ok(
+                    match pod.metadata.annotations.and_then(|a| a.get(key).cloned()) {
+                        Some(v) => ControlFlow::Break(v),
+                        None => ControlFlow::Continue("no annotation yet".into()),
+                    },
+                )
+            },
+        )
+        .await?;
+    let filter: Value = serde_json::from_str(&filter)?;
+    assert_eq!(
+        filter[env.name("plain")]["CapabilityFilter"],
+        "node(s) lack hardware encryption",
+        "{filter:#}"
+    );
+    assert_eq!(
+        filter[env.name("tainted-1")]["TaintToleration"],
+        "node(s) had untolerated taint(s)"
     );
     Ok(())
 }

@@ -93,7 +93,8 @@ impl Standalone {
         }
     }
 
-    /// Records every failed attempt's message in `diagnoses` (`/explain/pods`).
+    /// Records every attempt's outcome in `diagnoses` (`/explain/pods`, and
+    /// the simulator annotations when they are on).
     #[must_use]
     pub fn with_diagnoses(mut self, diagnoses: Arc<Diagnoses>) -> Self {
         self.diagnoses = Some(diagnoses);
@@ -168,6 +169,9 @@ impl Standalone {
         match result {
             Ok(placement) => {
                 self.state.metrics.attempt("scheduled");
+                if let Some(d) = &self.diagnoses {
+                    d.record_placement(&pod, &placement.node);
+                }
                 let mut assumed = (*pod).clone();
                 assumed.node_name = Some(placement.node.clone());
                 self.state.cache.write().apply_pod(assumed);
