@@ -209,9 +209,9 @@ async fn create_case_cluster(env: &TestEnv, seed: u64, case: usize) -> anyhow::R
         let mut node = env
             .node(&format!("c{case}-n{n}"))
             .label(CASE_LABEL, &case.to_string())
-            .label(DISK, &rng.pick(&["ssd", "hdd"]).to_string())
-            .cpu(&rng.pick(&["4", "8", "16"]).to_string())
-            .memory(&rng.pick(&["8Gi", "16Gi", "32Gi"]).to_string());
+            .label(DISK, rng.pick(&["ssd", "hdd"]))
+            .cpu(rng.pick(&["4", "8", "16"]))
+            .memory(rng.pick(&["8Gi", "16Gi", "32Gi"]));
         for taint in TAINTS {
             if rng.chance(30) {
                 node = node.taint(taint, "true", "PreferNoSchedule");
@@ -222,9 +222,9 @@ async fn create_case_cluster(env: &TestEnv, seed: u64, case: usize) -> anyhow::R
             let pod = env
                 .pod(&format!("c{case}-n{n}-p{p}"))
                 .bound_to(&name)
-                .label(APP, &rng.pick(&["web", "db"]).to_string())
-                .request("cpu", &rng.pick(&["250m", "500m", "1", "2"]).to_string())
-                .request("memory", &rng.pick(&["256Mi", "1Gi", "2Gi"]).to_string());
+                .label(APP, rng.pick(&["web", "db"]))
+                .request("cpu", rng.pick(&["250m", "500m", "1", "2"]))
+                .request("memory", rng.pick(&["256Mi", "1Gi", "2Gi"]));
             env.create_pod(&pod).await?;
         }
     }
@@ -250,8 +250,8 @@ async fn create_case_pod(env: &TestEnv, seed: u64, case: usize) -> anyhow::Resul
         .pod(&name)
         .node_selector(CASE_LABEL, &case.to_string())
         .label(APP, "web")
-        .request("cpu", &rng.pick(&["100m", "500m", "1"]).to_string())
-        .request("memory", &rng.pick(&["128Mi", "512Mi", "1Gi"]).to_string());
+        .request("cpu", rng.pick(&["100m", "500m", "1"]))
+        .request("memory", rng.pick(&["128Mi", "512Mi", "1Gi"]));
     let mut spec = serde_json::Map::new();
     let tolerations: Vec<Value> = TAINTS
         .iter()
