@@ -133,7 +133,48 @@ async fn extender_summary_is_the_failed_scheduling_text() -> anyhow::Result<()> 
         "hints: {}",
         explained["hints"]
     );
+    // The command line: the same answer from the running placer and from a one-shot cache.
+    let target = format!("{}/blocked", env.namespace());
+    let server = rig.placer.url();
+    let from_server = placer_cli(&["explain", &target, "--server", &server]).await?;
+    assert!(
+        from_server.contains(&event),
+        "placer explain --server:\n{from_server}"
+    );
+    let kubeconfig = env.cluster().kubeconfig().display().to_string();
+    let policy = env.dir().join("placer-policy.yaml").display().to_string();
+    let one_shot = placer_cli(&[
+        "explain",
+        &target,
+        "--kubeconfig",
+        &kubeconfig,
+        "--policy",
+        &policy,
+        "--format",
+        "json",
+    ])
+    .await?;
+    let one_shot: Value = serde_json::from_str(&one_shot)?;
+    assert_eq!(one_shot["summary"], explained["summary"], "one-shot cache");
     Ok(())
+}
+
+/// Runs `placer <args>` and returns its standard output; fails with its standard error.
+async fn placer_cli(args: &[&str]) -> anyhow::Result<String> {
+    let args: Vec<String> = args.iter().map(|a| (*a).to_string()).collect();
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_placer"))
+            .args(&args)
+            .output()
+    })
+    .await??;
+    anyhow::ensure!(
+        out.status.success(),
+        "placer {}: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 #[tokio::test]
