@@ -292,3 +292,58 @@ async fn long_names_are_shortened_in_the_table_and_whole_in_json() {
         "{table}"
     );
 }
+
+/// A profile placer schedules itself (standalone): its own safety plugins, no in-tree side.
+const STANDALONE_POLICY: &str = r#"apiVersion: placer/v1alpha1
+kind: Policy
+profiles:
+  - schedulerName: placer
+    plugins:
+      - name: TaintToleration
+        weight: 3
+      - name: NodeResourcesFit
+      - name: DefaultPreemption
+"#;
+
+#[tokio::test]
+async fn a_standalone_pod_is_explained_with_placers_profile_and_its_last_attempt() {
+    let policy = compile(STANDALONE_POLICY);
+    let mut state = ClusterState::with_dimensions(&policy.count_dimensions());
+    state.apply_node(node("tainted", "8", true, true));
+    state.apply_node(node("small", "1", true, false));
+    let cache = Arc::new(Cache::from_state(state));
+    let app_state = AppState::new(policy, cache.clone(), None, Settings::default());
+    let mut web = pod("web", "2", false);
+    web.scheduler_name = "placer".into();
+    let diagnoses = Arc::new(Diagnoses::default());
+    let message = "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint(s). \
+                   preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.";
+    diagnoses.record_attempt(&web, message, cache.generation());
+    let explainer = Arc::new(Explainer {
+        policy: app_state.policy.clone(),
+        cache,
+        mode: Mode::Standalone,
+        pending: Arc::new(PendingPods::from_pods([web, pod("stray", "1", false)])),
+        in_tree: Some(Arc::new(InTree::defaults().unwrap())),
+        diagnoses,
+    });
+    let app = App::from_router(placer::server::router(app_state).layer(Extension(explainer)));
+    let j = app.get("/explain/pods/default/web").await.json();
+    assert_eq!(j["deployment"], "standalone");
+    assert_eq!(
+        j["kubeScheduler"],
+        json!(null),
+        "placer's own profile has the safety plugins"
+    );
+    assert_eq!(j["summary"], message, "the same text the attempt reported");
+    assert_eq!(j["lastAttempt"]["message"], message);
+    assert_eq!(j["nodes"][0]["failure"]["by"], "placer");
+    // A pod of another scheduler: standalone mode does not serve extender calls.
+    let (other, _) = blocked();
+    let reply = other.get("/explain/pods/default/web").await;
+    assert_eq!(
+        reply.status,
+        StatusCode::OK,
+        "the extender app still answers"
+    );
+}
