@@ -16,7 +16,7 @@ const FLOORS: &[&[&str]] = &[
     &["policy"],
     &["metrics"],
     &["state"],
-    &["ops"],
+    &["ops", "explain"],
     &["modes"],
     &["server"],
     &["cli"],

@@ -18,6 +18,7 @@
 //! | [`policy`] | the policy file: strict loading, defaults, compiled profiles |
 //! | [`metrics`] | the Prometheus families (`placer_` prefix) and `/metrics` |
 //! | [`state`] | what the whole service shares (live policy, cache, metrics) and the substates handlers take |
+//! | [`explain`] | "why is my pod pending?": a live pod against every node, kube-scheduler's verdicts next to placer's |
 //! | [`ops`] | health, debug endpoints, the panic layer, logging, signals, TLS and policy reload |
 //! | [`modes`] | extender mode (the HTTP verbs and their state), standalone mode, the binder both use |
 //! | [`server`] | the HTTP router and the listener: connection cap, timeouts, drain |
@@ -35,6 +36,7 @@
 
 pub mod cache;
 pub mod cli;
+pub mod explain;
 pub mod framework;
 pub mod metrics;
 pub mod modes;

@@ -1,5 +1,5 @@
 //! The state the whole service shares: the policy in force, the cluster cache
-//! and the metrics.
+//! and the metrics, and the [`Mode`] it runs in.
 //!
 //! It is built once at start-up and cloned into every part that reads it:
 //! both modes, the ops handlers and the policy reloader. Each mode keeps its
@@ -12,10 +12,34 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 use axum::extract::FromRef;
+use clap::ValueEnum;
 
 use crate::cache::Cache;
 use crate::metrics::Metrics;
 use crate::policy::CompiledPolicy;
+
+/// What `placer serve` does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Mode {
+    /// Serve the extender verbs for kube-scheduler.
+    Extender,
+    /// Schedule pods that name one of placer's profiles.
+    Standalone,
+    /// Both at once.
+    Both,
+}
+
+impl Mode {
+    /// True when the extender verbs are served.
+    pub fn serves_verbs(self) -> bool {
+        matches!(self, Mode::Extender | Mode::Both)
+    }
+
+    /// True when the scheduling loop runs.
+    pub fn schedules(self) -> bool {
+        matches!(self, Mode::Standalone | Mode::Both)
+    }
+}
 
 /// The policy in force; replaced atomically on reload, read lock-free.
 pub type LivePolicy = Arc<ArcSwap<CompiledPolicy>>;

@@ -28,6 +28,10 @@ pub fn router(state: AppState, verbs: ExtenderState) -> Router {
         .route("/readyz", get(health::readyz))
         .route("/policy", get(debug::policy))
         .route("/debug/zones", get(debug::zones))
+        .route(
+            crate::explain::http::ROUTE,
+            get(crate::explain::http::explain_pod),
+        )
         .route("/metrics", get(metrics::metrics))
         .fallback(not_found)
         // Applies to the routes above, so it must come after them.

@@ -488,7 +488,7 @@ async fn observe(env: &TestEnv, attempt: &str) -> anyhow::Result<HashMap<String,
 }
 
 /// `name` as a number (decimal, or hex with `0x`), if set.
-fn env_number(name: &str) -> anyhow::Result<Option<u64>> {
+pub(crate) fn env_number(name: &str) -> anyhow::Result<Option<u64>> {
     let Ok(value) = std::env::var(name) else {
         return Ok(None);
     };
@@ -503,7 +503,8 @@ fn env_number(name: &str) -> anyhow::Result<Option<u64>> {
 }
 
 /// xorshift64*: small, fast, good enough to pick test inputs; seeded through splitmix64.
-struct Rng(u64);
+/// Shared with the score differential (`differential_scores`).
+pub(crate) struct Rng(u64);
 
 fn splitmix64(mut z: u64) -> u64 {
     z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
@@ -514,11 +515,11 @@ fn splitmix64(mut z: u64) -> u64 {
 
 impl Rng {
     /// The generator of case `index` of `seed`.
-    fn new(seed: u64, index: usize) -> Self {
+    pub(crate) fn new(seed: u64, index: usize) -> Self {
         Self(splitmix64(seed ^ splitmix64(index as u64)).max(1))
     }
 
-    fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         let mut x = self.0;
         x ^= x >> 12;
         x ^= x << 25;
@@ -527,15 +528,15 @@ impl Rng {
         x.wrapping_mul(0x2545_f491_4f6c_dd1d)
     }
 
-    fn below(&mut self, n: usize) -> usize {
+    pub(crate) fn below(&mut self, n: usize) -> usize {
         (self.next() % n as u64) as usize
     }
 
-    fn chance(&mut self, percent: u64) -> bool {
+    pub(crate) fn chance(&mut self, percent: u64) -> bool {
         self.next() % 100 < percent
     }
 
-    fn pick<T: Clone>(&mut self, items: &[T]) -> T {
+    pub(crate) fn pick<T: Clone>(&mut self, items: &[T]) -> T {
         items[self.below(items.len())].clone()
     }
 }

@@ -432,6 +432,11 @@ impl App {
         }
     }
 
+    /// A router built elsewhere (e.g. with request extensions layered on).
+    pub fn from_router(router: Router) -> Self {
+        App { router }
+    }
+
     /// Sends `req` to (a clone of) the router; clones share all state.
     pub async fn send(&self, req: Request<Body>) -> Reply {
         let resp = self

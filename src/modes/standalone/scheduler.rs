@@ -20,6 +20,7 @@ use super::preempt::Evictor;
 use super::queue::{PreEnqueue, QueueTimings, SchedulingQueue};
 use super::report::Reporter;
 use crate::cache::Cache;
+use crate::explain::Diagnoses;
 use crate::framework::{Nominating, QueuedPodInfo, Status};
 use crate::metrics::Attempt;
 use crate::modes::binder::Binder;
@@ -50,6 +51,8 @@ pub struct Standalone {
     binds: Arc<Semaphore>,
     /// One permit per background task, so shutdown can wait for all of them.
     tasks: Arc<Semaphore>,
+    /// Where failed attempts are recorded for `/explain/pods`.
+    diagnoses: Option<Arc<Diagnoses>>,
 }
 
 impl Standalone {
@@ -77,7 +80,16 @@ impl Standalone {
             rotation: TieRotation::default(),
             binds: Arc::new(Semaphore::new(MAX_BINDS_IN_FLIGHT)),
             tasks: Arc::new(Semaphore::new(MAX_TASKS as usize)),
+            diagnoses: None,
         }
+    }
+
+    /// Records every attempt's outcome in `diagnoses` (`/explain/pods`, and
+    /// the simulator annotations when they are on).
+    #[must_use]
+    pub fn with_diagnoses(mut self, diagnoses: Arc<Diagnoses>) -> Self {
+        self.diagnoses = Some(diagnoses);
+        self
     }
 
     /// Runs until `stop` turns true, then waits for binds in flight.
@@ -148,6 +160,9 @@ impl Standalone {
         match result {
             Ok(placement) => {
                 self.state.metrics.attempt(Attempt::Scheduled);
+                if let Some(d) = &self.diagnoses {
+                    d.record_placement(&pod, &placement.node);
+                }
                 let mut assumed = (*pod).clone();
                 assumed.node_name = Some(placement.node.clone());
                 self.state.cache.write().apply_pod(assumed);
@@ -171,6 +186,9 @@ impl Standalone {
                     Attempt::Error
                 });
                 debug!(pod = %pod.key(), reason = failure.message(), "pod did not fit");
+                if let Some(d) = &self.diagnoses {
+                    d.record_attempt(&pod, failure.message(), self.state.cache.generation());
+                }
                 let preempting = matches!(failure.nominating(), Nominating::Nominate(_));
                 let info = if preempting {
                     Some(info)
