@@ -147,7 +147,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         }
         _ => None,
     };
-    let app = crate::server::router(state, verbs).layer(axum::Extension(explainer));
+    let app = crate::server::router(state, verbs, Some(explainer));
     let listener = Listener::bind(args.listen).await?;
     let listen = listener.local_addr();
     let transport = match &tls {

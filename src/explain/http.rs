@@ -8,10 +8,11 @@
 
 use std::sync::Arc;
 
+use axum::Json;
+use axum::extract::State;
 use axum::extract::{Path, Query};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::{Extension, Json};
 use serde::{Deserialize, Serialize};
 
 use super::{Answer, Attempt, Explainer, LiveExplanation, names};
@@ -47,10 +48,13 @@ struct Body<'a> {
     last_attempt: Option<&'a Attempt>,
 }
 
-/// The handler. The explainer is a request extension `placer serve` adds;
-/// without it the feature is off.
+/// The handler's state: the explainer `placer serve` builds, `None` where
+/// the feature is off.
+pub type ExplainState = Option<Arc<Explainer>>;
+
+/// The handler.
 pub async fn explain_pod(
-    explainer: Option<Extension<Arc<Explainer>>>,
+    State(explainer): State<ExplainState>,
     Path((namespace, name)): Path<(String, String)>,
     Query(q): Query<Format>,
 ) -> Result<Response, Error> {
@@ -66,7 +70,7 @@ pub async fn explain_pod(
     };
     names::validate_namespace(&namespace).map_err(|e| Error(StatusCode::BAD_REQUEST, e))?;
     names::validate_pod_name(&name).map_err(|e| Error(StatusCode::BAD_REQUEST, e))?;
-    let Some(Extension(explainer)) = explainer else {
+    let Some(explainer) = explainer else {
         return Err(Error(
             StatusCode::NOT_FOUND,
             "explaining live pods is off in this placer".into(),

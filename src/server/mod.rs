@@ -10,6 +10,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 
+use crate::explain::{self, http::ExplainState};
 use crate::metrics;
 use crate::modes::extender::{self, ExtenderState};
 use crate::ops::panic::catch_panic;
@@ -18,20 +19,20 @@ use crate::protocol::ErrorBody;
 use crate::state::AppState;
 
 /// The full router: verbs (or their 404 stand-ins) and `/explain` over the
-/// extender's state; health, readiness, `/metrics`, `/policy` and
+/// extender's state; `/explain/pods/...` over the explainer; health, readiness, `/metrics`, `/policy` and
 /// `/debug/zones` over the service state; JSON errors for unknown paths and
 /// methods; handler panics answered with 500.
-pub fn router(state: AppState, verbs: ExtenderState) -> Router {
+pub fn router(state: AppState, verbs: ExtenderState, explainer: ExplainState) -> Router {
     let metrics = state.metrics.clone();
+    let explain_pods = Router::new()
+        .route(explain::http::ROUTE, get(explain::http::explain_pod))
+        .with_state(explainer);
     extender::routes(verbs)
+        .merge(explain_pods)
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .route("/policy", get(debug::policy))
         .route("/debug/zones", get(debug::zones))
-        .route(
-            crate::explain::http::ROUTE,
-            get(crate::explain::http::explain_pod),
-        )
         .route("/metrics", get(metrics::metrics))
         .fallback(not_found)
         // Applies to the routes above, so it must come after them.
@@ -93,7 +94,7 @@ pub(crate) mod tests {
     async fn unknown_paths_and_methods_answer_json_errors() {
         let state = state();
         let verbs = ExtenderState::new(&state, None, Settings::default());
-        let app = router(state, verbs);
+        let app = router(state, verbs, None);
         let (status, body) = call(app.clone(), "GET", "/nope").await;
         assert_eq!(status, StatusCode::NOT_FOUND);
         assert_eq!(body, r#"{"Error":"no route for GET /nope"}"#);

@@ -7,7 +7,6 @@
 
 use std::sync::Arc;
 
-use axum::Extension;
 use axum::http::StatusCode;
 use k8s_openapi::api::core::v1::Taint;
 use placer::cache::{Cache, ClusterState};
@@ -73,7 +72,7 @@ fn app(nodes: Vec<NodeInfo>, pending: Vec<PodInfo>) -> (App, Arc<Explainer>) {
         in_tree: Some(Arc::new(InTree::defaults().unwrap())),
         diagnoses: Arc::new(Diagnoses::default()),
     });
-    let router = placer::server::router(app_state, verbs).layer(Extension(explainer.clone()));
+    let router = placer::server::router(app_state, verbs, Some(explainer.clone()));
     (App::from_router(router), explainer)
 }
 
@@ -329,8 +328,7 @@ async fn a_standalone_pod_is_explained_with_placers_profile_and_its_last_attempt
         in_tree: Some(Arc::new(InTree::defaults().unwrap())),
         diagnoses,
     });
-    let app =
-        App::from_router(placer::server::router(app_state, verbs).layer(Extension(explainer)));
+    let app = App::from_router(placer::server::router(app_state, verbs, Some(explainer)));
     let j = app.get("/explain/pods/default/web").await.json();
     assert_eq!(j["deployment"], "standalone");
     assert_eq!(

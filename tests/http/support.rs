@@ -428,7 +428,7 @@ impl App {
     /// The router over `state` and `verbs` as given (e.g. with retry prompts switched on).
     pub fn over_state(state: AppState, verbs: ExtenderState) -> Self {
         App {
-            router: placer::server::router(state, verbs),
+            router: placer::server::router(state, verbs, None),
         }
     }
 
