@@ -6,7 +6,7 @@
 use std::fmt::Write as _;
 
 use super::live::{KUBE_SCHEDULER, LiveExplanation, NodeVerdict};
-use crate::framework::explain::{MAX_CELL_CHARS, shorten, write_aligned};
+use crate::framework::explain::{shorten, write_aligned, write_notes};
 
 impl LiveExplanation {
     /// Renders the explanation as aligned text.
@@ -109,15 +109,7 @@ impl LiveExplanation {
                 "(score cells: raw/normalized/weighted; k: kube-scheduler, p: placer)"
             );
         }
-        for note in notes {
-            let _ = writeln!(out, "{note}");
-        }
-        if shortened {
-            let _ = writeln!(
-                out,
-                "(node names over {MAX_CELL_CHARS} characters are shortened with \"...\"; the JSON form has them whole)"
-            );
-        }
+        write_notes(&mut out, &notes, shortened);
         out
     }
 }

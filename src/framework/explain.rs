@@ -277,16 +277,22 @@ impl Explanation {
             table.push(row);
         }
         write_aligned(&mut out, &table);
-        for note in notes {
-            let _ = writeln!(out, "{note}");
-        }
-        if shortened {
-            let _ = writeln!(
-                out,
-                "(node names over {MAX_CELL_CHARS} characters are shortened with \"...\"; the JSON form has them whole)"
-            );
-        }
+        write_notes(&mut out, &notes, shortened);
         out
+    }
+}
+
+/// The lines under a table: its `notes`, then, if a name was `shortened`,
+/// where to find it whole.
+pub(crate) fn write_notes(out: &mut String, notes: &[String], shortened: bool) {
+    for note in notes {
+        let _ = writeln!(out, "{note}");
+    }
+    if shortened {
+        let _ = writeln!(
+            out,
+            "(node names over {MAX_CELL_CHARS} characters are shortened with \"...\"; the JSON form has them whole)"
+        );
     }
 }
 

@@ -52,21 +52,32 @@ fn blocked_pod(env: &TestEnv, name: &str, annotation: &str) -> PodBuilder {
         .node_selector(RUN_LABEL, env.run_id())
 }
 
-#[tokio::test]
-async fn extender_summary_is_the_failed_scheduling_text() -> anyhow::Result<()> {
-    let env = TestEnv::new("explain-extender").await?;
-    let taint = ("e2e.placer.io/dedicated", "gpu", "NoSchedule");
+/// The taint [`blocking_nodes`] puts on two nodes.
+const BLOCKING_TAINT: (&str, &str, &str) = ("e2e.placer.io/dedicated", "gpu", "NoSchedule");
+
+/// Four nodes that each block the test's pod for a different reason: two with a taint it does
+/// not tolerate, one too small (1 cpu), and one without the `capability` label the
+/// CapabilityFilter rule asks for.
+async fn blocking_nodes(env: &TestEnv, capability: &str) -> anyhow::Result<()> {
+    let taint = BLOCKING_TAINT;
     env.create_nodes([
         env.node("tainted-1")
-            .label(HW_LABEL, "true")
+            .label(capability, "true")
             .taint(taint.0, taint.1, taint.2),
         env.node("tainted-2")
-            .label(HW_LABEL, "true")
+            .label(capability, "true")
             .taint(taint.0, taint.1, taint.2),
-        env.node("small").label(HW_LABEL, "true").cpu("1"),
+        env.node("small").label(capability, "true").cpu("1"),
         env.node("plain"),
     ])
     .await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn extender_summary_is_the_failed_scheduling_text() -> anyhow::Result<()> {
+    let env = TestEnv::new("explain-extender").await?;
+    blocking_nodes(&env, HW_LABEL).await?;
     let rig = ExtenderRig::start_with_args(
         &env,
         &capability_policy(&env),
@@ -122,7 +133,7 @@ async fn extender_summary_is_the_failed_scheduling_text() -> anyhow::Result<()> 
     );
     let hint = format!(
         "2 node(s) would pass every filter if the pod tolerated taint {}={}:{}",
-        taint.0, taint.1, taint.2
+        BLOCKING_TAINT.0, BLOCKING_TAINT.1, BLOCKING_TAINT.2
     );
     assert!(
         explained["hints"]
@@ -239,18 +250,7 @@ async fn extender_winner_is_the_bound_node() -> anyhow::Result<()> {
 async fn standalone_summary_and_last_attempt_are_the_failed_scheduling_text() -> anyhow::Result<()>
 {
     let env = TestEnv::new("explain-standalone").await?;
-    let taint = ("e2e.placer.io/dedicated", "gpu", "NoSchedule");
-    env.create_nodes([
-        env.node("tainted-1")
-            .label(SHIPPED_HW_LABEL, "true")
-            .taint(taint.0, taint.1, taint.2),
-        env.node("tainted-2")
-            .label(SHIPPED_HW_LABEL, "true")
-            .taint(taint.0, taint.1, taint.2),
-        env.node("small").label(SHIPPED_HW_LABEL, "true").cpu("1"),
-        env.node("plain"),
-    ])
-    .await?;
+    blocking_nodes(&env, SHIPPED_HW_LABEL).await?;
     let placer = env
         .start_standalone("placer", &["--simulator-annotations"])
         .await?;
