@@ -177,13 +177,19 @@ pub struct Evaluated {
     pub post_filter: Option<(FailedNodes, String)>,
 }
 
+/// The plugin a status names, or placer itself for the runner's own
+/// statuses (a node missing from the cache, a PreFilter rejection).
+fn plugin_of(s: &Status) -> &'static str {
+    if s.plugin().is_empty() {
+        PLACER
+    } else {
+        s.plugin()
+    }
+}
+
 fn row(s: &Status) -> FilterRow {
     FilterRow {
-        plugin: if s.plugin().is_empty() {
-            PLACER
-        } else {
-            s.plugin()
-        },
+        plugin: plugin_of(s),
         status: s.code().as_str(),
         reason: s.message(),
     }
@@ -410,11 +416,7 @@ pub fn post_filter(
 fn failure(by: &'static str, s: &Status) -> Failure {
     Failure {
         by,
-        plugin: if s.plugin().is_empty() {
-            PLACER
-        } else {
-            s.plugin()
-        },
+        plugin: plugin_of(s),
         status: s.code().as_str(),
         reason: s.message(),
     }
