@@ -11,7 +11,7 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use placer::modes::extender::AppState;
+use placer::modes::extender::ExtenderState;
 use placer::modes::extender::retry::Retry;
 use placer::objects::PodInfo;
 use serde_json::json;
@@ -31,7 +31,7 @@ fn body(pod: &serde_json::Value, nodes: &[NodeSpec], reject_all: bool) -> Vec<u8
 }
 
 /// `base` with prompts on; `parked` other pods already parked.
-fn with_retry(base: &AppState, parked: usize) -> AppState {
+fn with_retry(base: &ExtenderState, parked: usize) -> ExtenderState {
     let retry = Arc::new(Retry::new(base.metrics.clone()));
     for i in 0..parked {
         let pod = PodInfo {
@@ -70,7 +70,7 @@ fn main() {
         let on_empty = with_retry(&off, 0);
         let on_full = with_retry(&off, 1000);
         let (pass, reject) = (body(&pod, &nodes, false), body(&pod, &nodes, true));
-        let cases: [(&str, &AppState, &[u8]); 5] = [
+        let cases: [(&str, &ExtenderState, &[u8]); 5] = [
             ("pass, prompts off", &off, &pass),
             ("pass, prompts on (0 parked)", &on_empty, &pass),
             ("pass, prompts on (1,000 parked)", &on_full, &pass),

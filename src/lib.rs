@@ -10,23 +10,35 @@
 //! | module | what it holds |
 //! | --- | --- |
 //! | [`protocol`] | the extender wire types (`ExtenderArgs`, `ExtenderFilterResult`, ...) |
-//! | [`objects`] | views of API objects (pods, nodes, resources, volumes, budgets, ...): the ground floor |
+//! | [`yaml`] | bounded YAML reading for policy and snapshot files: nesting and alias limits, field positions |
+//! | [`objects`] | views of API objects (pods, nodes, resources, volumes, budgets, ...) |
+//! | [`cache`] | nodes, assigned pods and the zone index, plus keyed stores (claims, budgets, namespaces, ...), fed by watchers or a snapshot file |
 //! | [`framework`] | statuses, cycle state, one trait per extension point, the runner, explanations |
 //! | [`plugins`] | one file per plugin and the registry that builds them from the policy |
-//! | [`cache`] | nodes, assigned pods and the zone index, plus keyed stores (claims, budgets, namespaces, ...), fed by watchers or a snapshot file |
 //! | [`policy`] | the policy file: strict loading, defaults, compiled profiles |
-//! | [`yaml`] | bounded YAML reading for policy and snapshot files: nesting and alias limits, field positions |
-//! | [`modes`] | extender mode (the HTTP verbs) and standalone mode |
-//! | [`ops`] | health, debug endpoints, metrics, logging, signals, TLS and policy reload |
+//! | [`metrics`] | the Prometheus families (`placer_` prefix) and `/metrics` |
+//! | [`state`] | what the whole service shares (live policy, cache, metrics) and the substates handlers take |
+//! | [`explain`] | "why is my pod pending?": a live pod against every node, kube-scheduler's verdicts next to placer's |
+//! | [`ops`] | health, debug endpoints, the panic layer, logging, signals, TLS and policy reload |
+//! | [`modes`] | extender mode (the HTTP verbs and their state), standalone mode, the binder both use |
 //! | [`server`] | the HTTP router and the listener: connection cap, timeouts, drain |
 //! | [`cli`] | the command line |
-#![deny(missing_docs)]
+//!
+//! The table runs from the ground floor up: a module uses only those on its
+//! floor or below (design §1; the `floors` test checks it).
+//!
+//! Lints: the ones every target keeps are in the `[lints]` table of
+//! `Cargo.toml`. The two below hold for the library alone: it must never
+//! panic on what a request, a file or the API server sends. Tests, benches
+//! and unit tests (`allow-*-in-tests` in `clippy.toml`) may unwrap their own
+//! fixtures, so these are not in the table, which would bind them too.
 #![deny(clippy::unwrap_used, clippy::expect_used)]
-#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod cache;
 pub mod cli;
+pub mod explain;
 pub mod framework;
+pub mod metrics;
 pub mod modes;
 pub mod objects;
 pub mod ops;
@@ -34,4 +46,8 @@ pub mod plugins;
 pub mod policy;
 pub mod protocol;
 pub mod server;
+pub mod state;
 pub mod yaml;
+
+#[cfg(test)]
+mod floors;

@@ -13,6 +13,7 @@ fn main() -> ExitCode {
             .build()
             .map_err(anyhow::Error::from)
             .and_then(|rt| rt.block_on(cli::serve(args))),
+        Command::Explain(args) => cli::explain(args),
         Command::Score(args) => cli::score(&args),
         Command::CheckPolicy { policy } => cli::check_policy(&policy),
     };

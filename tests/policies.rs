@@ -89,3 +89,26 @@ fn the_root_policy_has_an_extender_and_a_standalone_profile() {
         );
     }
 }
+
+#[test]
+fn the_queue_is_ordered_by_prioritysort_enabled_or_not() {
+    let compiled = |plugins: &str| {
+        let text = format!(
+            "apiVersion: placer/v1alpha1\nkind: Policy\nprofiles:\n- schedulerName: s\n  plugins:\n{plugins}"
+        );
+        placer::policy::CompiledPolicy::new(placer::policy::parse(&text, "t").expect("valid"))
+    };
+    let enabled = compiled("  - name: PrioritySort\n  - name: NodeName\n");
+    assert_eq!(enabled.queue_sort().name(), "PrioritySort");
+    let profile = enabled.profile("s").expect("profile");
+    assert_eq!(profile.queue_sort().map(|s| s.name()), Some("PrioritySort"));
+    let default = compiled("  - name: NodeName\n");
+    assert!(
+        default
+            .profile("s")
+            .expect("profile")
+            .queue_sort()
+            .is_none()
+    );
+    assert_eq!(default.queue_sort().name(), "PrioritySort");
+}

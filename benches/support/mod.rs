@@ -7,16 +7,18 @@
 //! Everything is deterministic (a fixed-seed xorshift), so every run and
 //! every machine measures the same bytes.
 
+// Shared by the request_path and retry_cost benches; each uses only part of it.
 #![allow(dead_code)]
 
 use std::fmt::Write as _;
 use std::sync::Arc;
 
 use placer::cache::{Cache, ClusterState};
-use placer::modes::extender::{AppState, Settings, filter, prioritize};
+use placer::modes::extender::{ExtenderState, Settings, filter, prioritize};
 use placer::objects::{NodeInfo, PodInfo};
 use placer::policy::{self, CompiledPolicy};
 use placer::protocol::{self, ExtenderArgs};
+use placer::state::AppState;
 use serde_json::{Value, json};
 
 /// The repository's own policy: CapabilityFilter + ZoneSpread (weight 2) +
@@ -171,7 +173,7 @@ pub fn pods(count: usize, nodes: &[NodeSpec]) -> Vec<PodInfo> {
                 labels.insert("qos".into(), "latency-sensitive".into());
             }
             PodInfo {
-                name: format!("{app}-{:05x}", i),
+                name: format!("{app}-{i:05x}"),
                 namespace: format!("team-{:02}", i % 30),
                 uid: format!("00000000-0000-4000-8000-{i:012}"),
                 labels,
@@ -188,17 +190,13 @@ pub fn pods(count: usize, nodes: &[NodeSpec]) -> Vec<PodInfo> {
 
 /// The service state over a cluster of `nodes` and `pods`, with the
 /// repository's policy.
-pub fn app_state(nodes: &[NodeSpec], pods: Vec<PodInfo>) -> AppState {
+pub fn app_state(nodes: &[NodeSpec], pods: Vec<PodInfo>) -> ExtenderState {
     let compiled = CompiledPolicy::new(policy::parse(POLICY, "policy.yaml").expect("policy"));
     let mut state = ClusterState::with_dimensions(&compiled.count_dimensions());
     state.replace_nodes(nodes.iter().map(NodeSpec::info).collect());
     state.replace_pods(pods);
-    AppState::new(
-        compiled,
-        Arc::new(Cache::from_state(state)),
-        None,
-        Settings::default(),
-    )
+    let service = AppState::new(compiled, Arc::new(Cache::from_state(state)));
+    ExtenderState::new(&service, None, Settings::default())
 }
 
 /// The pod being scheduled, as kube-scheduler sends it (a full v1.Pod, ~2.5 KB):
@@ -407,7 +405,7 @@ pub struct CycleOut {
 
 /// `/filter` without the socket: decode, evaluate, encode.
 #[inline(never)]
-pub fn filter_once(state: &AppState, body: &[u8]) -> usize {
+pub fn filter_once(state: &ExtenderState, body: &[u8]) -> usize {
     let args: ExtenderArgs = protocol::from_slice(body).expect("decode filter body");
     let result = filter::evaluate(state, args).expect("filter");
     serde_json::to_vec(&result).expect("encode filter").len()
@@ -415,7 +413,7 @@ pub fn filter_once(state: &AppState, body: &[u8]) -> usize {
 
 /// `/prioritize` without the socket: decode, evaluate, encode.
 #[inline(never)]
-pub fn prioritize_once(state: &AppState, body: &[u8]) -> usize {
+pub fn prioritize_once(state: &ExtenderState, body: &[u8]) -> usize {
     let args: ExtenderArgs = protocol::from_slice(body).expect("decode prioritize body");
     let result = prioritize::evaluate(state, args).expect("prioritize");
     serde_json::to_vec(&result)
@@ -427,7 +425,7 @@ pub fn prioritize_once(state: &AppState, body: &[u8]) -> usize {
 /// with `body` (so prioritize scores every requested node: an upper bound,
 /// since kube-scheduler sends it only the nodes that passed filtering).
 #[inline(never)]
-pub fn cycle(state: &AppState, body: &[u8]) -> CycleOut {
+pub fn cycle(state: &ExtenderState, body: &[u8]) -> CycleOut {
     CycleOut {
         filter_bytes: filter_once(state, body),
         prioritize_bytes: prioritize_once(state, body),
@@ -436,7 +434,7 @@ pub fn cycle(state: &AppState, body: &[u8]) -> CycleOut {
 
 /// Checks that a body exercises every plugin: some nodes fail
 /// CapabilityFilter, the rest pass, and the scores are not all equal.
-pub fn sanity_check(state: &AppState, body: &[u8]) {
+pub fn sanity_check(state: &ExtenderState, body: &[u8]) {
     let args: ExtenderArgs = protocol::from_slice(body).expect("decode");
     let f = filter::evaluate(state, args).expect("filter");
     assert!(f.error.is_empty(), "filter error: {}", f.error);

@@ -42,6 +42,8 @@ pub struct Cache {
     nodes_synced: AtomicBool,
     pods_synced: AtomicBool,
     events: AtomicU64,
+    /// Bumped by every [`Cache::write`]; see [`Cache::generation`].
+    generation: AtomicU64,
     changes: ChangeFeed,
     watches: WatchHealthSet,
 }
@@ -70,7 +72,18 @@ impl Cache {
 
     /// Exclusive access for the writers (watch loops, policy reloads).
     pub fn write(&self) -> RwLockWriteGuard<'_, ClusterState> {
-        self.state.write()
+        let guard = self.state.write();
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        guard
+    }
+
+    /// How many times the state was opened for writing: unchanged since a
+    /// reading means nothing can have changed (a writer that changed nothing
+    /// still counts, so equality is conservative). Read it while holding a
+    /// guard to tie it to what the guard shows. `/explain/pods` reuses a
+    /// diagnosis while this stays put.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
     }
 
     /// True once the initial node and pod lists have been applied.

@@ -1,6 +1,7 @@
-//! The command line (design §2): `serve`, `score`, `check-policy`, `--version`.
+//! The command line (design §2): `serve`, `explain`, `score`, `check-policy`, `--version`.
 
 mod check_policy;
+mod explain;
 mod score;
 mod serve;
 
@@ -9,10 +10,11 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
-use crate::modes::Mode;
 use crate::ops::telemetry::LogFormat;
+use crate::state::Mode;
 
 pub use check_policy::check_policy;
+pub use explain::{ExplainArgs, explain};
 pub use score::score;
 pub use serve::serve;
 
@@ -51,7 +53,11 @@ pub struct Cli {
 pub enum Command {
     /// Run the HTTP service (and, in standalone mode, the scheduler).
     Serve(ServeArgs),
-    /// Explain offline how each node of a cluster file filters and scores for a pod.
+    /// Why a live pod is pending, or where it would go: from a running placer
+    /// (--server), a one-shot cache of the API server, or files (--cluster --pod).
+    Explain(ExplainArgs),
+    /// Explain offline how each node of a cluster file filters and scores for
+    /// a pod (the same as `explain --cluster FILE --pod FILE`).
     Score(ScoreArgs),
     /// Validate a policy file and print it with defaults filled in.
     CheckPolicy {
@@ -136,6 +142,30 @@ pub struct ServeArgs {
     /// need `pods` `patch`; see docs/freshness.md).
     #[arg(long)]
     pub no_retry_prompts: bool,
+    /// Watch unscheduled pods so `GET /explain/pods/{namespace}/{name}` can
+    /// explain pending pods; in extender mode also watch the kinds the
+    /// in-tree plugins read (claims, volumes, storage classes, namespaces,
+    /// services and owners, budgets), as standalone mode does. Default: on
+    /// in standalone and both modes (those kinds are watched anyway), off in
+    /// extender mode, where it was measured to add about 30 MiB per 2,000
+    /// pending pods and 30 MiB more per 2,000 each of services, replica sets
+    /// and claims (README, "Why is my pod pending?"). Off: only bound pods
+    /// can be explained.
+    #[arg(long, action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub explain_pods: Option<bool>,
+    /// kube-scheduler's configuration, for explaining pods of extender
+    /// deployments with its profile and extender weight (default: its
+    /// default profile and weight 1).
+    #[arg(long, value_name = "FILE")]
+    pub explain_kube_scheduler_config: Option<PathBuf>,
+    /// Pending pods whose last diagnosis is kept in memory.
+    #[arg(long, default_value_t = crate::explain::diagnoses::DEFAULT_CAP)]
+    pub explain_diagnoses_cap: usize,
+    /// Standalone mode: after every attempt write kube-scheduler-simulator's
+    /// result annotations (filter-result, score-result, finalscore-result,
+    /// selected-node) on the pod (needs `pods` `patch`).
+    #[arg(long)]
+    pub simulator_annotations: bool,
     /// Test only: apply each node and pod watch event this long after it
     /// arrived, so kube-scheduler always sees those changes first.
     #[arg(long, hide = true, default_value_t = 0)]

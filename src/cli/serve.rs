@@ -9,7 +9,8 @@ use tracing::{info, warn};
 
 use super::ServeArgs;
 use crate::cache::{Cache, ClusterState, snapshot_file, watch};
-use crate::modes::extender::{AppState, Binder, Settings};
+use crate::explain::{self, Diagnoses, Explainer, InTree, PendingPods};
+use crate::modes::extender::{Binder, ExtenderState, Settings};
 use crate::modes::standalone::leader;
 use crate::modes::standalone::scheduler::Standalone;
 use crate::ops::policy_reload::PolicyReloader;
@@ -19,6 +20,7 @@ use crate::ops::tls::{TlsFiles, TlsReloader};
 use crate::policy::{self, CompiledPolicy};
 use crate::server::conn::Timeouts;
 use crate::server::listener::{Limits, Listener, Transport};
+use crate::state::AppState;
 
 /// Runs the service until SIGTERM, SIGINT or SIGQUIT.
 pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
@@ -40,7 +42,8 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let dims = compiled.count_dimensions();
 
     let mut api_client = None;
-    let (cache, binder) = match &args.snapshot {
+    let mut pending = None;
+    let cache = match &args.snapshot {
         Some(path) => {
             let snapshot = snapshot_file::load(path)?;
             if let Some(warning) = snapshot.unknown_node_warning() {
@@ -48,8 +51,15 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             }
             let mut state = ClusterState::with_dimensions(&dims);
             info!(nodes = snapshot.nodes.len(), pods = snapshot.pods.len(), file = %path.display(), "loaded snapshot");
+            pending = Some(Arc::new(PendingPods::from_pods(
+                snapshot
+                    .pods
+                    .iter()
+                    .filter(|p| p.node_name.is_none())
+                    .cloned(),
+            )));
             snapshot.fill(&mut state);
-            (Arc::new(Cache::from_state(state)), None)
+            Arc::new(Cache::from_state(state))
         }
         None => {
             let client = client(&args).await?;
@@ -59,13 +69,13 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             let delay = Duration::from_millis(args.debug_watch_event_delay_ms);
             tokio::spawn(watch::watch_nodes(client.clone(), cache.clone(), delay));
             tokio::spawn(watch::watch_pods(client.clone(), cache.clone(), delay));
-            if args.mode.schedules() {
+            if args.mode.schedules() || explain_pods(&args) {
                 tokio::spawn(watch::watch_scheduling_objects(
                     client.clone(),
                     cache.clone(),
                 ));
             }
-            (cache, Some(Arc::new(Binder::new(client))))
+            cache
         }
     };
 
@@ -75,12 +85,17 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         verbs_enabled: args.mode.serves_verbs(),
         path_prefix: args.path_prefix.clone(),
     };
-    let mut state = AppState::new(compiled, cache, binder, settings);
+    let state = AppState::new(compiled, cache);
+    let binder = api_client
+        .clone()
+        .map(|client| Arc::new(Binder::new(client, state.metrics.clone())));
+    let mut verbs = ExtenderState::new(&state, binder, settings);
+    let explainer = explainer(&args, &state, pending, api_client.as_ref())?;
     if let (Some(client), true) = (
         &api_client,
         args.mode.serves_verbs() && !args.no_retry_prompts,
     ) {
-        state.enable_retry_prompts(client.clone());
+        verbs.enable_retry_prompts(client.clone());
     }
     let policy_reloader = PolicyReloader::new(args.policy.clone(), state.clone());
     if !args.no_policy_reload {
@@ -121,7 +136,8 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             } else {
                 None
             };
-            let standalone = Standalone::new(client, state.clone(), &identity);
+            let standalone = Standalone::new(client, state.clone(), &identity)
+                .with_diagnoses(explainer.diagnoses.clone());
             info!(
                 identity,
                 leader_elect = args.leader_elect,
@@ -131,7 +147,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         }
         _ => None,
     };
-    let app = crate::server::router(state);
+    let app = crate::server::router(state, verbs, Some(explainer));
     let listener = Listener::bind(args.listen).await?;
     let listen = listener.local_addr();
     let transport = match &tls {
@@ -161,6 +177,68 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }
     info!("placer stopped");
     Ok(())
+}
+
+/// Whether unscheduled pods are watched for `/explain/pods` (see the flag).
+fn explain_pods(args: &ServeArgs) -> bool {
+    args.explain_pods.unwrap_or(args.mode.schedules())
+}
+
+/// The explainer of `/explain/pods`: unscheduled pods from the snapshot, or
+/// watched (`--explain-pods`), or none; kube-scheduler's plugins when the
+/// verbs are served.
+fn explainer(
+    args: &ServeArgs,
+    state: &AppState,
+    pending: Option<Arc<PendingPods>>,
+    client: Option<&kube::Client>,
+) -> anyhow::Result<Arc<Explainer>> {
+    let mut outcomes = None;
+    let mut diagnoses = Diagnoses::new(args.explain_diagnoses_cap);
+    if let (true, true, Some(_)) = (args.simulator_annotations, args.mode.schedules(), client) {
+        let (tx, rx) = tokio::sync::mpsc::channel(explain::simulator::QUEUE);
+        diagnoses = diagnoses.reporting_outcomes(tx);
+        outcomes = Some(rx);
+    }
+    let diagnoses = Arc::new(diagnoses);
+    let pending = match (pending, client) {
+        (Some(p), _) => p,
+        (None, Some(client)) if explain_pods(args) => {
+            let p = Arc::new(PendingPods::new());
+            tokio::spawn(explain::pending::watch(
+                client.clone(),
+                state.cache.clone(),
+                p.clone(),
+                diagnoses.clone(),
+            ));
+            p
+        }
+        _ => Arc::new(PendingPods::from_pods([])),
+    };
+    let in_tree = if args.mode.serves_verbs() {
+        Some(Arc::new(match &args.explain_kube_scheduler_config {
+            Some(path) => InTree::from_file(path)?,
+            None => InTree::defaults()?,
+        }))
+    } else {
+        None
+    };
+    let explainer = Arc::new(Explainer {
+        policy: state.policy.clone(),
+        cache: state.cache.clone(),
+        mode: args.mode,
+        pending,
+        in_tree,
+        diagnoses,
+    });
+    if let (Some(rx), Some(client)) = (outcomes, client) {
+        tokio::spawn(explain::simulator::annotate(
+            client.clone(),
+            explainer.clone(),
+            rx,
+        ));
+    }
+    Ok(explainer)
 }
 
 async fn client(args: &ServeArgs) -> anyhow::Result<kube::Client> {

@@ -7,6 +7,8 @@
 
 use std::any::{Any, TypeId};
 
+use crate::framework::Status;
+
 /// Typed storage for one cycle. Written in the `Pre*` phases (`&mut`),
 /// read concurrently per node (`&`).
 #[derive(Default)]
@@ -37,6 +39,23 @@ impl CycleState {
             .find(|(k, _)| *k == id)
             .and_then(|(_, b)| b.downcast_ref::<T>())
     }
+
+    /// What the plugin's PreFilter wrote, for its Filter. Missing means
+    /// Filter ran without PreFilter, a bug: an `Error` status that says so.
+    pub fn from_pre_filter<T: Any + Send + Sync>(&self) -> Result<&T, Status> {
+        self.written_at("PreFilter")
+    }
+
+    /// What the plugin's PreScore wrote, for its Score (missing: as
+    /// [`CycleState::from_pre_filter`]).
+    pub fn from_pre_score<T: Any + Send + Sync>(&self) -> Result<&T, Status> {
+        self.written_at("PreScore")
+    }
+
+    fn written_at<T: Any + Send + Sync>(&self, point: &str) -> Result<&T, Status> {
+        self.read()
+            .ok_or_else(|| Status::error(format!("{point} state missing")))
+    }
 }
 
 #[cfg(test)]
@@ -57,5 +76,24 @@ mod tests {
         s.write(A(2));
         assert_eq!(s.read::<A>(), Some(&A(2)));
         assert_eq!(s.read::<B>(), Some(&B("x")));
+    }
+
+    #[test]
+    fn missing_state_is_an_error_naming_the_point() {
+        let mut s = CycleState::new();
+        let e = s.from_pre_filter::<A>().unwrap_err();
+        assert_eq!(
+            (e.code(), e.message()),
+            (
+                crate::framework::Code::Error,
+                "PreFilter state missing".into()
+            )
+        );
+        assert_eq!(
+            s.from_pre_score::<A>().unwrap_err().message(),
+            "PreScore state missing"
+        );
+        s.write(A(3));
+        assert_eq!(s.from_pre_score::<A>(), Ok(&A(3)));
     }
 }

@@ -277,16 +277,22 @@ impl Explanation {
             table.push(row);
         }
         write_aligned(&mut out, &table);
-        for note in notes {
-            let _ = writeln!(out, "{note}");
-        }
-        if shortened {
-            let _ = writeln!(
-                out,
-                "(node names over {MAX_CELL_CHARS} characters are shortened with \"...\"; the JSON form has them whole)"
-            );
-        }
+        write_notes(&mut out, &notes, shortened);
         out
+    }
+}
+
+/// The lines under a table: its `notes`, then, if a name was `shortened`,
+/// where to find it whole.
+pub(crate) fn write_notes(out: &mut String, notes: &[String], shortened: bool) {
+    for note in notes {
+        let _ = writeln!(out, "{note}");
+    }
+    if shortened {
+        let _ = writeln!(
+            out,
+            "(node names over {MAX_CELL_CHARS} characters are shortened with \"...\"; the JSON form has them whole)"
+        );
     }
 }
 
@@ -295,7 +301,7 @@ impl Explanation {
 pub const MAX_CELL_CHARS: usize = 64;
 
 /// `name`, or its first characters and "..." when it is over [`MAX_CELL_CHARS`].
-fn shorten(name: &str) -> String {
+pub(crate) fn shorten(name: &str) -> String {
     match name.char_indices().nth(MAX_CELL_CHARS) {
         None => name.to_string(),
         Some(_) => {
@@ -307,7 +313,7 @@ fn shorten(name: &str) -> String {
 
 /// Writes `rows` as left-aligned columns two spaces apart. Pads by hand:
 /// `format!`'s width argument is limited to `u16` and panics beyond it.
-fn write_aligned(out: &mut String, rows: &[Vec<String>]) {
+pub(crate) fn write_aligned(out: &mut String, rows: &[Vec<String>]) {
     let columns = rows.first().map_or(0, Vec::len);
     let widths: Vec<usize> = (0..columns)
         .map(|c| {

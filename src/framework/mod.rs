@@ -4,7 +4,8 @@
 //! Both modes and the offline tools go through here: the extender verbs call
 //! [`Framework::filter_nodes`] and [`Framework::score`], `/explain` and
 //! `placer score` call [`explain()`], and standalone mode adds
-//! [`Framework::post_filter`] (preemption) when no node fits. Plugins read
+//! [`Framework::post_filter`] (preemption) when no node fits; its queue runs
+//! [`Framework::pre_enqueue`] and orders pods by [`Framework::queue_sort`]. Plugins read
 //! the views in [`crate::objects`] and the cluster in [`crate::cache`]; both
 //! sit below this floor.
 
@@ -26,7 +27,7 @@ pub use interface::{
 };
 pub use pre_filter_result::PreFilterResult;
 pub use runner::{
-    ExtensionPoint, Framework, MAX_EXTENDER_SCORE, Observer, PluginScores, ScoreTable,
-    WeightedPlugin,
+    ExtensionPoint, Filtered, Framework, MAX_EXTENDER_SCORE, Observer, PluginError, PluginScores,
+    QueueSort, ScoreTable, WeightedPlugin,
 };
 pub use status::{Code, Status};

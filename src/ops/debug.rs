@@ -7,13 +7,15 @@ use axum::Json;
 use axum::extract::State;
 use serde::Serialize;
 
-use crate::cache::{ClusterState, CountDimension};
-use crate::modes::extender::AppState;
+use std::sync::Arc;
+
+use crate::cache::{Cache, ClusterState, CountDimension};
 use crate::policy::Policy;
+use crate::state::LivePolicy;
 
 /// The effective policy as JSON.
-pub async fn policy(State(state): State<AppState>) -> Json<Policy> {
-    Json(state.policy.load().policy().clone())
+pub async fn policy(State(policy): State<LivePolicy>) -> Json<Policy> {
+    Json(policy.load().policy().clone())
 }
 
 /// One counting dimension and its zones.
@@ -38,8 +40,8 @@ pub struct ZoneView {
 }
 
 /// Per dimension and zone: node count and counted pods.
-pub async fn zones(State(state): State<AppState>) -> Json<Vec<DimensionView>> {
-    Json(zone_views(&state.cache.read()))
+pub async fn zones(State(cache): State<Arc<Cache>>) -> Json<Vec<DimensionView>> {
+    Json(zone_views(&cache.read()))
 }
 
 /// Builds the `/debug/zones` view (O(nodes + keys); not on the request path).

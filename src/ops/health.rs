@@ -14,7 +14,9 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use serde_json::json;
 
-use crate::modes::extender::AppState;
+use std::sync::Arc;
+
+use crate::cache::Cache;
 
 /// Liveness: answering at all is the signal.
 pub async fn healthz() -> &'static str {
@@ -23,10 +25,9 @@ pub async fn healthz() -> &'static str {
 
 /// Readiness: 200 once the initial node and pod lists are in; while a watch
 /// is disconnected the answer lists it with the outage's length in seconds.
-pub async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<serde_json::Value>) {
-    if state.cache.is_synced() {
-        let disconnected: serde_json::Map<String, serde_json::Value> = state
-            .cache
+pub async fn readyz(State(cache): State<Arc<Cache>>) -> (StatusCode, Json<serde_json::Value>) {
+    if cache.is_synced() {
+        let disconnected: serde_json::Map<String, serde_json::Value> = cache
             .watches()
             .all()
             .iter()

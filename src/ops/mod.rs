@@ -1,10 +1,10 @@
-//! Operations: health and readiness, metrics, introspection endpoints,
+//! Operations: health and readiness, introspection endpoints,
 //! logging, signals, TLS, and hot reload of the policy and certificates.
 
 pub mod debug;
 pub mod file_watch;
 pub mod health;
-pub mod metrics;
+pub mod panic;
 pub mod policy_reload;
 pub mod rate_limit;
 pub mod signals;

@@ -9,10 +9,10 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use tracing::{info, warn};
 
-use crate::modes::extender::AppState;
 use crate::ops::Trigger;
 use crate::ops::file_watch::FileWatch;
 use crate::policy::{self, CompiledPolicy, PolicyError};
+use crate::state::AppState;
 
 /// Validates `text` and, if valid, puts it in force.
 ///

@@ -13,9 +13,9 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use tracing::{info, warn};
 
+use crate::metrics::Metrics;
 use crate::ops::Trigger;
 use crate::ops::file_watch::FileWatch;
-use crate::ops::metrics::Metrics;
 
 /// How long to wait before re-reading TLS files that did not fit together.
 const SETTLE: std::time::Duration = std::time::Duration::from_millis(500);

@@ -115,8 +115,9 @@ impl PreFilterPlugin for CapabilityFilter {
 
 impl FilterPlugin for CapabilityFilter {
     fn filter(&self, state: &CycleState, _: &PodInfo, node: &NodeInfo, _: &ClusterState) -> Status {
-        let Some(ActiveRules(active)) = state.read::<ActiveRules>() else {
-            return Status::error("PreFilter state missing");
+        let ActiveRules(active) = match state.from_pre_filter::<ActiveRules>() {
+            Ok(s) => s,
+            Err(missing) => return missing,
         };
         let mut missing = active
             .iter()
@@ -137,6 +138,7 @@ impl FilterPlugin for CapabilityFilter {
 mod tests {
     use super::*;
     use crate::framework::Code;
+    use crate::plugins::test_support::labels;
 
     fn plugin(yaml: &str) -> CapabilityFilter {
         CapabilityFilter::new(&serde_yaml_ng::from_str(yaml).unwrap())
@@ -144,10 +146,7 @@ mod tests {
 
     fn pod(annotations: &[(&str, &str)]) -> PodInfo {
         PodInfo {
-            annotations: annotations
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
+            annotations: labels(annotations),
             ..Default::default()
         }
     }

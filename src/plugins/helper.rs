@@ -95,7 +95,9 @@ pub fn default_normalize_score(scores: &mut [NodeScore], reverse: bool) {
     let max = scores.iter().map(|s| s.score).fold(0, i64::max);
     if max == 0 {
         if reverse {
-            scores.iter_mut().for_each(|s| s.score = MAX_NODE_SCORE);
+            for s in scores {
+                s.score = MAX_NODE_SCORE;
+            }
         }
         return;
     }

@@ -143,13 +143,11 @@ impl ScorePlugin for NetQos {
 mod tests {
     use super::*;
     use crate::framework::Code;
+    use crate::plugins::test_support::labels;
 
-    fn pod(labels: &[(&str, &str)]) -> PodInfo {
+    fn pod(pairs: &[(&str, &str)]) -> PodInfo {
         PodInfo {
-            labels: labels
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
+            labels: labels(pairs),
             ..Default::default()
         }
     }

@@ -113,8 +113,9 @@ impl FilterPlugin for NodePorts {
         node: &NodeInfo,
         cluster: &ClusterState,
     ) -> Status {
-        let Some(WantedPorts(wanted)) = state.read::<WantedPorts>() else {
-            return Status::error("PreFilter state missing");
+        let WantedPorts(wanted) = match state.from_pre_filter::<WantedPorts>() {
+            Ok(s) => s,
+            Err(missing) => return missing,
         };
         let Some(usage) = cluster.usage(&node.name) else {
             return Status::success();
@@ -129,11 +130,9 @@ impl FilterPlugin for NodePorts {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use super::*;
     use crate::framework::Code;
-    use crate::objects::pod::PodSpecInfo;
+    use crate::plugins::test_support::PodBuilder;
 
     fn hp(ip: &str, protocol: &str, port: i32) -> HostPort {
         HostPort {
@@ -144,16 +143,7 @@ mod tests {
     }
 
     fn pod(name: &str, node: Option<&str>, ports: Vec<HostPort>) -> PodInfo {
-        PodInfo {
-            name: name.into(),
-            namespace: "ns".into(),
-            node_name: node.map(str::to_string),
-            spec: Arc::new(PodSpecInfo {
-                host_ports: ports,
-                ..Default::default()
-            }),
-            ..Default::default()
-        }
+        PodBuilder::new(name).on(node).host_ports(ports).build()
     }
 
     /// Node `n1` with one pod binding `used`.

@@ -61,10 +61,11 @@ impl FilterPlugin for NodeUnschedulable {
 mod tests {
     use super::*;
     use crate::framework::Code;
+    use crate::plugins::test_support::pod_with_spec;
     use serde_json::json;
 
     fn pod(tolerations: serde_json::Value) -> PodInfo {
-        serde_json::from_value(json!({"spec": {"tolerations": tolerations}})).unwrap()
+        pod_with_spec(json!({ "tolerations": tolerations }))
     }
 
     fn filter(pod: &PodInfo, unschedulable: bool) -> Status {

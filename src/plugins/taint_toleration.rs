@@ -95,9 +95,7 @@ impl ScorePlugin for TaintToleration {
         node: &NodeInfo,
         _: &ClusterState,
     ) -> Result<NodeScore, Status> {
-        let Some(PreferNoScheduleTolerations(tolerations)) = state.read() else {
-            return Err(Status::error("PreScore state missing"));
-        };
+        let PreferNoScheduleTolerations(tolerations) = state.from_pre_score::<PreferNoScheduleTolerations>()?;
         let count = node
             .taints
             .iter()
@@ -118,6 +116,7 @@ mod tests {
     use super::*;
     use crate::framework::Code;
     use crate::plugins::helper::{toleration_tolerates, tolerations_tolerate};
+    use crate::plugins::test_support::{pod_with_spec, score, score_without_pre_score};
     use k8s_openapi::api::core::v1::Taint;
     use serde_json::json;
 
@@ -135,7 +134,7 @@ mod tests {
     }
 
     fn pod(tolerations: serde_json::Value) -> PodInfo {
-        serde_json::from_value(json!({"spec": {"tolerations": tolerations}})).unwrap()
+        pod_with_spec(json!({ "tolerations": tolerations }))
     }
 
     fn node(taints: Vec<Taint>) -> NodeInfo {
@@ -151,15 +150,9 @@ mod tests {
     }
 
     fn scores(pod: &PodInfo, nodes: &[NodeInfo]) -> Vec<(i64, i64)> {
-        let p = TaintToleration;
-        let cluster = ClusterState::default();
-        let mut state = CycleState::new();
-        assert!(p.pre_score(&mut state, pod, &[], &cluster).is_success());
-        let mut out: Vec<NodeScore> = nodes
-            .iter()
-            .map(|n| p.score(&state, pod, n, &cluster).unwrap())
-            .collect();
-        assert!(p.normalize(&state, pod, &mut out).is_success());
+        let nodes: Vec<Arc<NodeInfo>> = nodes.iter().cloned().map(Arc::new).collect();
+        let (s, out) = score(&TaintToleration, pod, &nodes, &ClusterState::default());
+        assert!(s.is_success());
         out.iter().map(|s| (s.raw.unwrap(), s.score)).collect()
     }
 
@@ -317,13 +310,7 @@ mod tests {
 
     #[test]
     fn score_without_pre_score_is_an_error() {
-        let r = TaintToleration.score(
-            &CycleState::new(),
-            &PodInfo::default(),
-            &node(vec![]),
-            &ClusterState::default(),
-        );
-        assert_eq!(r.unwrap_err().code(), Code::Error);
+        assert_eq!(score_without_pre_score(&TaintToleration).code(), Code::Error);
     }
 
     #[test]

@@ -170,9 +170,7 @@ impl ScorePlugin for ZoneSpread {
         node: &NodeInfo,
         _: &ClusterState,
     ) -> Result<NodeScore, Status> {
-        let Some(ZoneCountsForPod(counts)) = state.read::<ZoneCountsForPod>() else {
-            return Err(Status::error("PreScore state missing"));
-        };
+        let ZoneCountsForPod(counts) = state.from_pre_score::<ZoneCountsForPod>()?;
         Ok(match node.label(&self.dimension.zone_label) {
             None => NodeScore::none(self.no_zone.clone()),
             Some(zone) => NodeScore::value(counts.get(zone).copied().unwrap_or(0) as i64),
@@ -199,6 +197,7 @@ impl ScorePlugin for ZoneSpread {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plugins::test_support::{PodBuilder, raw_and_score, score};
 
     const ZONE: &str = "topology.kubernetes.io/zone";
 
@@ -207,13 +206,7 @@ mod tests {
     }
 
     fn pod(name: &str, node: &str, prio: i32) -> PodInfo {
-        PodInfo {
-            name: name.into(),
-            namespace: "ns".into(),
-            priority: prio,
-            node_name: Some(node.into()),
-            ..Default::default()
-        }
+        PodBuilder::new(name).priority(prio).on(node).build()
     }
 
     /// Zones z1..z3 with one node each, plus an unzoned node; `pods[i]` pods of
@@ -242,15 +235,9 @@ mod tests {
         nodes: &[Arc<NodeInfo>],
         p: &PodInfo,
     ) -> Vec<(Option<i64>, i64)> {
-        let plugin = ZoneSpread::new(a);
-        let mut state = CycleState::new();
-        assert!(plugin.pre_score(&mut state, p, nodes, c).is_success());
-        let mut s: Vec<NodeScore> = nodes
-            .iter()
-            .map(|n| plugin.score(&state, p, n, c).unwrap())
-            .collect();
-        assert!(plugin.normalize(&state, p, &mut s).is_success());
-        s.into_iter().map(|s| (s.raw, s.score)).collect()
+        let (s, scores) = score(&ZoneSpread::new(a), p, nodes, c);
+        assert!(s.is_success());
+        raw_and_score(&scores)
     }
 
     #[test]

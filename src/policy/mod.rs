@@ -12,7 +12,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::cache::CountDimension;
-use crate::framework::{Framework, Observer, WeightedPlugin};
+use crate::framework::{Framework, Observer, QueueSort, WeightedPlugin};
 use crate::plugins::PluginArgs;
 use crate::plugins::fields::{NonEmpty, Weight};
 
@@ -145,6 +145,17 @@ impl CompiledPolicy {
                 .as_deref()
                 .and_then(|d| self.profile(d))
         })
+    }
+
+    /// The order of standalone mode's one queue: the QueueSort plugin the
+    /// profiles enable (kube-scheduler requires every profile to use the
+    /// same one; placer has only PrioritySort), else PrioritySort, which
+    /// kube-scheduler enables by default.
+    pub fn queue_sort(&self) -> QueueSort {
+        self.profiles
+            .values()
+            .find_map(|f| f.queue_sort())
+            .unwrap_or_else(crate::plugins::default_queue_sort)
     }
 
     /// The zone-index dimensions every ZoneSpread configuration needs.

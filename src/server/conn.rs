@@ -40,7 +40,7 @@ use tokio::time::Instant;
 use tower::ServiceExt;
 use tracing::debug;
 
-use crate::ops::metrics::Metrics;
+use crate::metrics::Metrics;
 
 /// Per-connection timeouts.
 #[derive(Debug, Clone, Copy)]

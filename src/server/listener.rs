@@ -12,7 +12,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context as _;
 use axum::Router;
 use hyper_util::rt::TokioExecutor;
 use hyper_util::server::conn::auto;
@@ -24,7 +23,7 @@ use tokio::time::Instant;
 use tracing::{debug, warn};
 
 use super::conn::{self, Timeouts};
-use crate::ops::metrics::Metrics;
+use crate::metrics::Metrics;
 use crate::ops::rate_limit::LogLimiter;
 use crate::ops::tls::Reloadable;
 
@@ -62,6 +61,25 @@ pub enum Transport {
     Tls(Reloadable),
 }
 
+/// Why the listener could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum BindError {
+    /// The address could not be bound (in use, not ours, no permission).
+    #[error("listening on {addr}")]
+    Listen {
+        /// The address asked for.
+        addr: SocketAddr,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
+    /// The bound address could not be read back.
+    #[error("reading the bound address")]
+    LocalAddr {
+        /// The operating system's error.
+        source: std::io::Error,
+    },
+}
+
 /// A bound listener, not serving yet.
 pub struct Listener {
     tcp: TcpListener,
@@ -70,11 +88,13 @@ pub struct Listener {
 
 impl Listener {
     /// Binds `addr` (port 0 picks a free port, see [`Listener::local_addr`]).
-    pub async fn bind(addr: SocketAddr) -> anyhow::Result<Listener> {
+    pub async fn bind(addr: SocketAddr) -> Result<Listener, BindError> {
         let tcp = TcpListener::bind(addr)
             .await
-            .with_context(|| format!("listening on {addr}"))?;
-        let local = tcp.local_addr().context("reading the bound address")?;
+            .map_err(|source| BindError::Listen { addr, source })?;
+        let local = tcp
+            .local_addr()
+            .map_err(|source| BindError::LocalAddr { source })?;
         Ok(Listener { tcp, local })
     }
 
@@ -300,4 +320,28 @@ fn fd_bounded(requested: usize) -> usize {
         return room;
     }
     requested
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error as _;
+
+    #[tokio::test]
+    async fn a_taken_address_names_itself_and_keeps_the_os_error_as_source() {
+        let taken = Listener::bind("127.0.0.1:0".parse().unwrap())
+            .await
+            .unwrap();
+        let addr = taken.local_addr();
+        let Err(e) = Listener::bind(addr).await else {
+            panic!("bound {addr} twice");
+        };
+        assert_eq!(e.to_string(), format!("listening on {addr}"));
+        let source = e
+            .source()
+            .unwrap()
+            .downcast_ref::<std::io::Error>()
+            .unwrap();
+        assert_eq!(source.kind(), std::io::ErrorKind::AddrInUse);
+    }
 }

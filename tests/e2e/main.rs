@@ -16,6 +16,8 @@ mod harness;
 
 mod bind;
 mod differential;
+mod differential_scores;
+mod explain;
 mod extender;
 mod freshness;
 mod manifests;

@@ -1,9 +1,17 @@
-//! `POST /bind` without an API server (a snapshot-backed service): a domain
-//! error in `Error` with status 200; a malformed body is a 400.
+//! `POST /bind`: without an API server (a snapshot-backed service), a domain
+//! error in `Error` with status 200; a malformed body is a 400; against a
+//! stand-in API server, the bind is timed in `placer_bind_duration_seconds`.
+
+use std::convert::Infallible;
+use std::sync::Arc;
 
 use axum::http::StatusCode;
+use kube::client::Body;
+use placer::cache::Cache;
+use placer::modes::extender::{Binder, ExtenderState, Settings};
+use placer::state::AppState;
 
-use crate::support::{App, bind_args};
+use crate::support::{App, POLICY, bind_args, compile, fixture_cluster};
 
 const NO_API_SERVER: &str =
     r#"{"Error":"placer cannot bind: it runs from a snapshot file, without an API server"}"#;
@@ -61,4 +69,61 @@ async fn wrongly_typed_fields_are_bad_requests_naming_the_field() {
         ),
     );
     app.assert_still_serves().await;
+}
+
+/// The service with a binder whose API server answers every request with
+/// `status` and `body` (a Binding's `201 {}`, or a Status object).
+fn app_with_api_server(status: u16, body: &'static str) -> App {
+    let api_server = tower::service_fn(move |_: http::Request<Body>| async move {
+        let reply = http::Response::builder()
+            .status(status)
+            .header("content-type", "application/json")
+            .body(Body::from(body.as_bytes().to_vec()))
+            .expect("a static response");
+        Ok::<_, Infallible>(reply)
+    });
+    let client = kube::Client::new(api_server, "default");
+    let compiled = compile(POLICY);
+    let cache = Arc::new(Cache::from_state(fixture_cluster(&compiled)));
+    let state = AppState::new(compiled, cache);
+    let binder = Arc::new(Binder::new(client, state.metrics.clone()));
+    let verbs = ExtenderState::new(&state, Some(binder), Settings::default());
+    App::over_state(state, verbs)
+}
+
+/// The `placer_bind_duration_seconds_count` line for `result`, from `/metrics`.
+async fn binds_timed(app: &App, result: &str) -> String {
+    let prefix = format!("placer_bind_duration_seconds_count{{result=\"{result}\"}} ");
+    app.get("/metrics")
+        .await
+        .body
+        .lines()
+        .find_map(|l| l.strip_prefix(prefix.as_str()))
+        .unwrap_or("absent")
+        .to_owned()
+}
+
+#[tokio::test]
+async fn a_bind_through_the_verb_is_timed_by_result() {
+    let app = app_with_api_server(201, "{}");
+    let reply = app
+        .post("/bind", bind_args("api", "default", "uid-api", "a1"))
+        .await;
+    assert_eq!(reply.status, StatusCode::OK);
+    assert_eq!(reply.json()["Error"], "", "{}", reply.body);
+    assert_eq!(binds_timed(&app, "success").await, "1");
+    assert_eq!(binds_timed(&app, "failure").await, "absent");
+
+    let refused = app_with_api_server(
+        403,
+        r#"{"kind":"Status","apiVersion":"v1","status":"Failure","message":"pods \"api\" is forbidden","reason":"Forbidden","code":403}"#,
+    );
+    refused
+        .post("/bind", bind_args("api", "default", "uid-api", "a1"))
+        .await
+        .assert(
+            StatusCode::OK,
+            r#"{"Error":"binding pod default/api to node a1 failed: pods \"api\" is forbidden"}"#,
+        );
+    assert_eq!(binds_timed(&refused, "failure").await, "1");
 }

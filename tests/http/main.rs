@@ -15,6 +15,7 @@ mod support;
 mod bind;
 mod errors;
 mod explain;
+mod explain_pods;
 mod filter;
 mod invalid_pod;
 mod ops;

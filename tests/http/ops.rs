@@ -204,8 +204,7 @@ async fn verbs_say_the_cache_is_not_synced_instead_of_rejecting_every_node() {
     app.post("/filter", good_filter_body()).await.assert(
         StatusCode::OK,
         &format!(
-            r#"{{"Nodes":null,"NodeNames":null,"FailedNodes":null,"FailedAndUnresolvableNodes":null,"Error":"{}"}}"#,
-            not_synced
+            r#"{{"Nodes":null,"NodeNames":null,"FailedNodes":null,"FailedAndUnresolvableNodes":null,"Error":"{not_synced}"}}"#
         ),
     );
     app.post("/prioritize", good_filter_body())

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use axum::http::StatusCode;
 use placer::cache::Cache;
 use placer::modes::extender::retry::Retry;
-use placer::modes::extender::{AppState, Settings};
+use placer::modes::extender::{ExtenderState, Settings};
+use placer::state::AppState;
 
 use crate::support::{App, POLICY, PodJson, compile, fixture_cluster, names_args};
 
@@ -25,9 +26,10 @@ async fn parked(app: &App) -> String {
 async fn filter_parks_pods_left_without_a_node_until_one_passes() {
     let compiled = compile(POLICY);
     let cache = Arc::new(Cache::from_state(fixture_cluster(&compiled)));
-    let mut state = AppState::new(compiled, cache, None, Settings::default());
-    state.retry = Some(Arc::new(Retry::new(state.metrics.clone())));
-    let app = App::over_state(state);
+    let state = AppState::new(compiled, cache);
+    let mut verbs = ExtenderState::new(&state, None, Settings::default());
+    verbs.retry = Some(Arc::new(Retry::new(state.metrics.clone())));
+    let app = App::over_state(state, verbs);
     let pod = PodJson::new("api").needs_hw_encrypt();
 
     let reply = app.post("/filter", names_args(&pod, &["b1", "gone"])).await;

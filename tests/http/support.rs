@@ -9,9 +9,10 @@ use axum::body::Body;
 use axum::http::{HeaderMap, Method, Request, StatusCode};
 use http_body_util::BodyExt;
 use placer::cache::{Cache, ClusterState};
-use placer::modes::extender::{AppState, Settings};
+use placer::modes::extender::{ExtenderState, Settings};
 use placer::objects::{NodeInfo, PodInfo};
 use placer::policy::{self, CompiledPolicy};
+use placer::state::AppState;
 use serde_json::Value;
 use tower::ServiceExt;
 
@@ -142,7 +143,7 @@ pub fn go_string(s: &str) -> String {
 
 fn go_map<'a>(entries: impl IntoIterator<Item = (&'a str, &'a str)>) -> String {
     let mut entries: Vec<_> = entries.into_iter().collect();
-    entries.sort(); // Go sorts map keys
+    entries.sort_unstable(); // Go sorts map keys
     let body: Vec<String> = entries
         .iter()
         .map(|(k, v)| format!("{}:{}", go_string(k), go_string(v)))
@@ -419,14 +420,21 @@ impl App {
 
     /// `policy` over `cache` as given (e.g. an unsynced `Cache::new()`).
     pub fn over_cache(policy: CompiledPolicy, cache: Arc<Cache>, settings: Settings) -> Self {
-        App::over_state(AppState::new(policy, cache, None, settings))
+        let state = AppState::new(policy, cache);
+        let verbs = ExtenderState::new(&state, None, settings);
+        App::over_state(state, verbs)
     }
 
-    /// The router over `state` as given (e.g. with retry prompts switched on).
-    pub fn over_state(state: AppState) -> Self {
+    /// The router over `state` and `verbs` as given (e.g. with retry prompts switched on).
+    pub fn over_state(state: AppState, verbs: ExtenderState) -> Self {
         App {
-            router: placer::server::router(state),
+            router: placer::server::router(state, verbs, None),
         }
+    }
+
+    /// A router built elsewhere (e.g. with request extensions layered on).
+    pub fn from_router(router: Router) -> Self {
+        App { router }
     }
 
     /// Sends `req` to (a clone of) the router; clones share all state.

@@ -157,6 +157,7 @@ fn metrics_count_requests_by_verb_and_outcome() {
     for (plugin, point, n) in [
         ("ZoneSpread", "Score", 2.0),
         ("NetQoS", "Score", 2.0),
+        ("NetQoS", "PreScore", 2.0),
         ("CapabilityFilter", "Filter", 3.0),
     ] {
         let series = format!(

@@ -71,6 +71,26 @@ fn only_clients_with_a_certificate_from_the_client_ca_are_served() {
     assert_eq!((reply.status, reply.body.as_str()), (200, FILTER_ANSWER));
 }
 
+/// `/explain/pods` reveals pod and node details: it is behind the same mutual TLS as the verbs.
+#[test]
+fn explaining_a_pod_needs_a_client_certificate_too() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (server_ca, client_ca) = (Ca::new("serving-ca"), Ca::new("client-ca"));
+    let (args, _) = mtls_args(dir.path(), &server_ca, &client_ca.cert_pem);
+    let operator = Client::tls(&[&server_ca.cert_pem], Some(&client_ca.client("operator")));
+    let server = Server::start(dir.path(), &args, operator.clone());
+    let path = "/explain/pods/default/web-1?format=table";
+    let reply = server.get(path);
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert!(reply.body.contains("pod default/web-1"), "{}", reply.body);
+    let anonymous = Client::tls(&[&server_ca.cert_pem], None);
+    let result = anonymous.get(server.addr, path);
+    assert!(
+        result.is_err(),
+        "a client without a certificate was answered: {result:?}"
+    );
+}
+
 #[test]
 fn a_rotated_client_ca_file_is_reloaded() {
     let dir = tempfile::tempdir().expect("temp dir");

@@ -9,11 +9,11 @@ use crate::protocol::{ExtenderBindingArgs, ExtenderBindingResult};
 
 use super::body::{RawBody, decode};
 use super::error::ApiError;
-use super::{AppState, answer};
+use super::{ExtenderState, answer};
 
 /// The handler.
 pub async fn bind(
-    State(state): State<AppState>,
+    State(state): State<ExtenderState>,
     RawBody(body): RawBody,
 ) -> Result<Response, ApiError> {
     let args: ExtenderBindingArgs = decode(&body)?;
@@ -42,7 +42,7 @@ pub async fn bind(
         }
         Err(e) => {
             tracing::warn!(error = %e, "bind failed");
-            e
+            e.to_string()
         }
     };
     let domain_error = !error.is_empty();

@@ -3,9 +3,8 @@
 
 use axum::body::{Body, Bytes};
 use axum::extract::{FromRequest, Request};
-use axum::http::StatusCode;
 
-use super::AppState;
+use super::ExtenderState;
 use super::error::ApiError;
 
 /// Bodies above this are decoded and evaluated on the blocking pool, so a
@@ -15,10 +14,10 @@ const BLOCKING_THRESHOLD: usize = 256 * 1024;
 /// The raw request body, read up to the configured limit.
 pub struct RawBody(pub Bytes);
 
-impl FromRequest<AppState> for RawBody {
+impl FromRequest<ExtenderState> for RawBody {
     type Rejection = ApiError;
 
-    async fn from_request(req: Request, state: &AppState) -> Result<Self, ApiError> {
+    async fn from_request(req: Request, state: &ExtenderState) -> Result<Self, ApiError> {
         let limit = state.settings.max_body_bytes;
         let body: Body = req.into_body();
         match axum::body::to_bytes(body, limit).await {
@@ -27,12 +26,7 @@ impl FromRequest<AppState> for RawBody {
                 let too_large = std::error::Error::source(&e)
                     .is_some_and(|s| s.is::<http_body_util::LengthLimitError>());
                 if too_large {
-                    Err(ApiError::new(
-                        StatusCode::PAYLOAD_TOO_LARGE,
-                        format!(
-                            "request body exceeds the limit of {limit} bytes (--max-body-bytes)"
-                        ),
-                    ))
+                    Err(ApiError::TooLarge { limit })
                 } else {
                     Err(ApiError::bad_request(format!(
                         "could not read request body: {e}"
@@ -50,9 +44,9 @@ pub fn decode<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiErro
 
 /// Decodes the body as `A` and evaluates it, on the blocking pool when large.
 pub async fn decode_and_run<A, T>(
-    state: &AppState,
+    state: &ExtenderState,
     body: Bytes,
-    evaluate: fn(&AppState, A) -> Result<T, ApiError>,
+    evaluate: fn(&ExtenderState, A) -> Result<T, ApiError>,
 ) -> Result<T, ApiError>
 where
     A: serde::de::DeserializeOwned + 'static,
@@ -65,10 +59,10 @@ where
 }
 
 /// Runs `work` on the body, on the blocking pool when the body is large.
-pub async fn run<T, F>(state: &AppState, body: Bytes, work: F) -> Result<T, ApiError>
+pub async fn run<T, F>(state: &ExtenderState, body: Bytes, work: F) -> Result<T, ApiError>
 where
     T: Send + 'static,
-    F: FnOnce(&AppState, &[u8]) -> Result<T, ApiError> + Send + 'static,
+    F: FnOnce(&ExtenderState, &[u8]) -> Result<T, ApiError> + Send + 'static,
 {
     if body.len() < BLOCKING_THRESHOLD {
         return work(state, &body);

@@ -9,7 +9,7 @@ use serde::Deserialize;
 use crate::framework::{Explanation, explain as explain_pod};
 use crate::protocol::ExtenderArgs;
 
-use super::AppState;
+use super::ExtenderState;
 use super::body::{RawBody, decode_and_run};
 use super::error::ApiError;
 use super::request;
@@ -22,7 +22,7 @@ pub struct Format {
 
 /// The handler.
 pub async fn explain(
-    State(state): State<AppState>,
+    State(state): State<ExtenderState>,
     Query(q): Query<Format>,
     RawBody(body): RawBody,
 ) -> Result<Response, ApiError> {
@@ -44,7 +44,7 @@ pub async fn explain(
 }
 
 /// Explains the request.
-pub fn evaluate(state: &AppState, args: ExtenderArgs) -> Result<Explanation, ApiError> {
+pub fn evaluate(state: &ExtenderState, args: ExtenderArgs) -> Result<Explanation, ApiError> {
     let policy = state.policy.load();
     let cluster = state.cache.read();
     let req = request::decode(args, &cluster)?;

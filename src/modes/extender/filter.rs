@@ -12,11 +12,11 @@ use super::body::{RawBody, decode_and_run};
 use super::error::ApiError;
 use super::request::{self, Shape};
 use super::retry::NODE_CACHE;
-use super::{AppState, answer};
+use super::{ExtenderState, answer};
 
 /// The handler.
 pub async fn filter(
-    State(state): State<AppState>,
+    State(state): State<ExtenderState>,
     RawBody(body): RawBody,
 ) -> Result<Response, ApiError> {
     let result = decode_and_run(&state, body, evaluate).await?;
@@ -25,7 +25,10 @@ pub async fn filter(
 }
 
 /// Filters the request's nodes with the pod's profile.
-pub fn evaluate(state: &AppState, args: ExtenderArgs) -> Result<ExtenderFilterResult, ApiError> {
+pub fn evaluate(
+    state: &ExtenderState,
+    args: ExtenderArgs,
+) -> Result<ExtenderFilterResult, ApiError> {
     if !state.cache.is_synced() {
         return Ok(ExtenderFilterResult {
             error: request::NOT_SYNCED.to_string(),

@@ -17,7 +17,6 @@ pub mod retry;
 use std::sync::Arc;
 use std::time::Duration;
 
-use arc_swap::ArcSwap;
 use axum::Router;
 use axum::extract::{MatchedPath, Request, State};
 use axum::http::StatusCode;
@@ -27,13 +26,14 @@ use axum::routing::post;
 use std::time::Instant;
 
 use crate::cache::Cache;
-use crate::ops::metrics::Metrics;
-use crate::policy::CompiledPolicy;
+use crate::metrics::{Metrics, Outcome};
+use crate::ops::panic::catch_panic;
+use crate::state::{AppState, LivePolicy};
 
 pub use crate::modes::binder::Binder;
 pub use error::ApiError;
 
-/// Limits and switches of the HTTP service.
+/// Limits and switches of the extender's routes.
 #[derive(Debug, Clone)]
 pub struct Settings {
     /// Largest accepted request body (413 above).
@@ -57,53 +57,43 @@ impl Default for Settings {
     }
 }
 
-/// What every handler can reach.
+/// What the verbs read: the service state ([`AppState`]) and the extender's
+/// own parts.
 #[derive(Clone)]
-pub struct AppState {
-    /// The policy in force; replaced atomically on reload.
-    pub policy: Arc<ArcSwap<CompiledPolicy>>,
+pub struct ExtenderState {
+    /// The policy in force.
+    pub policy: LivePolicy,
     /// The cluster cache.
     pub cache: Arc<Cache>,
+    /// Prometheus metrics.
+    pub metrics: Arc<Metrics>,
     /// Creates Bindings; `None` without an API server.
     pub binder: Option<Arc<Binder>>,
     /// Limits and switches.
     pub settings: Arc<Settings>,
-    /// Prometheus metrics.
-    pub metrics: Arc<Metrics>,
     /// Parked pods and retry prompts; `None` without an API server or when
     /// disabled (`--no-retry-prompts`).
     pub retry: Option<Arc<retry::Retry>>,
 }
 
-/// Marks a 200 answer that carries a domain `Error` (for the outcome label).
-#[derive(Debug, Clone, Copy)]
-pub struct DomainError;
-
-/// A JSON answer, marked when it carries a domain error.
+/// A JSON answer, labelled [`Outcome::Error`] when it carries a domain error.
 pub fn answer<T: serde::Serialize>(body: T, domain_error: bool) -> Response {
     let mut response = axum::Json(body).into_response();
     if domain_error {
-        response.extensions_mut().insert(DomainError);
+        response.extensions_mut().insert(Outcome::Error);
     }
     response
 }
 
-impl AppState {
-    /// State for `policy` over `cache`; `binder` is `None` without an API server.
-    pub fn new(
-        policy: CompiledPolicy,
-        cache: Arc<Cache>,
-        binder: Option<Arc<Binder>>,
-        settings: Settings,
-    ) -> Self {
-        let metrics = Arc::new(Metrics::new());
-        let policy = CompiledPolicy::observed(policy.policy().clone(), metrics.clone());
-        AppState {
-            policy: Arc::new(ArcSwap::from_pointee(policy)),
-            cache,
+impl ExtenderState {
+    /// The verbs' state over the service's; `binder` is `None` without an API server.
+    pub fn new(state: &AppState, binder: Option<Arc<Binder>>, settings: Settings) -> Self {
+        ExtenderState {
+            policy: state.policy.clone(),
+            cache: state.cache.clone(),
+            metrics: state.metrics.clone(),
             binder,
             settings: Arc::new(settings),
-            metrics,
             retry: None,
         }
     }
@@ -119,8 +109,9 @@ impl AppState {
 }
 
 /// The verb routes (`/filter`, `/prioritize`, `/bind`, `/preempt`) and
-/// `/explain`, under the configured prefix, with the deadline applied.
-pub fn routes(state: AppState) -> Router<AppState> {
+/// `/explain`, under the configured prefix, with the deadline applied; a
+/// router over `state` that the server joins to the other routes.
+pub fn routes<S: Clone + Send + Sync + 'static>(state: ExtenderState) -> Router<S> {
     let prefix = state.settings.path_prefix.trim_end_matches('/').to_string();
     let verbs = ["filter", "prioritize", "bind", "preempt"];
     let mut router = Router::new();
@@ -139,17 +130,23 @@ pub fn routes(state: AppState) -> Router<AppState> {
         }
     }
     let router = router.route(&format!("{prefix}/explain"), post(explain::explain));
-    with_verb_layers(router, state)
+    with_verb_layers(router, &state).with_state(state)
 }
 
 /// The layers of every verb route, innermost first: a panic becomes a 500
 /// inside the deadline and the metrics, so it is counted as an `internal`
 /// outcome of its verb.
-fn with_verb_layers(router: Router<AppState>, state: AppState) -> Router<AppState> {
+fn with_verb_layers(router: Router<ExtenderState>, state: &ExtenderState) -> Router<ExtenderState> {
     router
-        .layer(crate::server::catch_panic(state.metrics.clone()))
-        .layer(middleware::from_fn_with_state(state.clone(), deadline))
-        .layer(middleware::from_fn_with_state(state, observe))
+        .layer(catch_panic(state.metrics.clone()))
+        .layer(middleware::from_fn_with_state(
+            state.settings.request_timeout,
+            deadline,
+        ))
+        .layer(middleware::from_fn_with_state(
+            state.metrics.clone(),
+            observe,
+        ))
 }
 
 /// The verb of a route, as a metric label.
@@ -161,59 +158,54 @@ fn verb_of(path: &str) -> &'static str {
 }
 
 /// Records count and latency of every verb call by outcome.
-async fn observe(State(state): State<AppState>, req: Request, next: Next) -> Response {
+async fn observe(State(metrics): State<Arc<Metrics>>, req: Request, next: Next) -> Response {
     let verb = req
         .extensions()
         .get::<MatchedPath>()
         .map_or("other", |p| verb_of(p.as_str()));
     let start = Instant::now();
     let response = next.run(req).await;
-    let outcome = match response.status() {
-        StatusCode::OK if response.extensions().get::<DomainError>().is_some() => "error",
-        StatusCode::OK => "success",
-        StatusCode::BAD_REQUEST => "bad_request",
-        StatusCode::NOT_FOUND => "disabled",
-        StatusCode::PAYLOAD_TOO_LARGE => "too_large",
-        StatusCode::SERVICE_UNAVAILABLE => "timeout",
-        _ => "internal",
-    };
-    state
-        .metrics
-        .observe_request(verb, outcome, start.elapsed().as_secs_f64());
+    // Errors ([`ApiError`], domain errors) carry their label; what is left
+    // is a verb's plain result, axum's rejection of a query string, or the
+    // panic layer's 500.
+    let outcome =
+        response
+            .extensions()
+            .get::<Outcome>()
+            .copied()
+            .unwrap_or(match response.status() {
+                StatusCode::OK => Outcome::Success,
+                StatusCode::BAD_REQUEST => Outcome::BadRequest,
+                _ => Outcome::Internal,
+            });
+    metrics.observe_request(verb, outcome, start.elapsed().as_secs_f64());
     response
 }
 
 async fn disabled() -> ApiError {
-    ApiError::new(
-        StatusCode::NOT_FOUND,
-        "the extender verbs are disabled in standalone mode (--mode standalone); use --mode extender or both",
-    )
+    ApiError::Disabled
 }
 
-async fn deadline(State(state): State<AppState>, req: Request, next: Next) -> Response {
-    let limit = state.settings.request_timeout;
+async fn deadline(State(limit): State<Duration>, req: Request, next: Next) -> Response {
     match tokio::time::timeout(limit, next.run(req)).await {
         Ok(response) => response,
-        Err(_) => ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("placer did not answer within {limit:?} (--request-timeout-ms)"),
-        )
-        .into_response(),
+        Err(_) => ApiError::Timeout { limit }.into_response(),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::metrics::RequestLabels;
-    use crate::server::tests::{boom, call, state};
+    use crate::metrics::RequestLabels;
+    use crate::ops::panic::tests::{boom, call};
+    use crate::state::tests::state;
 
     #[tokio::test]
     async fn a_panicking_verb_is_counted_as_an_internal_outcome() {
-        let state = state();
+        let state = ExtenderState::new(&state(), None, Settings::default());
         let metrics = state.metrics.clone();
         let router = Router::new().route("/filter", post(boom));
-        let app = with_verb_layers(router, state.clone()).with_state(state);
+        let app = with_verb_layers(router, &state).with_state(state);
         let (status, body) = call(app, "POST", "/filter").await;
         assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR, "{body}");
         assert_eq!(metrics.http_panics.get(), 1);

@@ -16,14 +16,14 @@ use crate::protocol::{
     self, ExtenderPreemptionArgs, ExtenderPreemptionResult, MetaPod, MetaVictims,
 };
 
-use super::AppState;
+use super::ExtenderState;
 use super::body::{RawBody, decode_and_run};
 use super::error::ApiError;
 use super::request;
 
 /// The handler.
 pub async fn preempt(
-    State(state): State<AppState>,
+    State(state): State<ExtenderState>,
     RawBody(body): RawBody,
 ) -> Result<Json<ExtenderPreemptionResult>, ApiError> {
     decode_and_run(&state, body, evaluate).await.map(Json)
@@ -31,7 +31,7 @@ pub async fn preempt(
 
 /// Filters the candidates.
 pub fn evaluate(
-    state: &AppState,
+    state: &ExtenderState,
     args: ExtenderPreemptionArgs,
 ) -> Result<ExtenderPreemptionResult, ApiError> {
     let pod = request::decode_pod(args.pod)?;
@@ -45,10 +45,7 @@ pub fn evaluate(
         }
     };
     if !state.cache.is_synced() {
-        return Err(ApiError::new(
-            axum::http::StatusCode::SERVICE_UNAVAILABLE,
-            request::NOT_SYNCED,
-        ));
+        return Err(ApiError::NotSynced);
     }
     let policy = state.policy.load();
     let framework = request::profile_for(&policy, &pod).map_err(ApiError::internal)?;

@@ -6,14 +6,14 @@ use axum::extract::State;
 use crate::framework::CycleState;
 use crate::protocol::{ExtenderArgs, HostPriority, HostPriorityList};
 
-use super::AppState;
+use super::ExtenderState;
 use super::body::{RawBody, decode_and_run};
 use super::error::ApiError;
 use super::request;
 
 /// The handler.
 pub async fn prioritize(
-    State(state): State<AppState>,
+    State(state): State<ExtenderState>,
     RawBody(body): RawBody,
 ) -> Result<Json<HostPriorityList>, ApiError> {
     decode_and_run(&state, body, evaluate).await.map(Json)
@@ -22,12 +22,9 @@ pub async fn prioritize(
 /// Scores the request's nodes. Names placer does not know score 0. A
 /// scoring error answers 500: kube-scheduler then ignores this extender's
 /// scores for the pod, which is the safe outcome.
-pub fn evaluate(state: &AppState, args: ExtenderArgs) -> Result<HostPriorityList, ApiError> {
+pub fn evaluate(state: &ExtenderState, args: ExtenderArgs) -> Result<HostPriorityList, ApiError> {
     if !state.cache.is_synced() {
-        return Err(ApiError::new(
-            axum::http::StatusCode::SERVICE_UNAVAILABLE,
-            request::NOT_SYNCED,
-        ));
+        return Err(ApiError::NotSynced);
     }
     let policy = state.policy.load();
     let cluster = state.cache.read();

@@ -8,7 +8,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::cache::ClusterState;
 use crate::framework::{
-    Code, CycleState, Diagnosis, Framework, Nominating, PreFilterResult, Status, fit_error_message,
+    Code, CycleState, Diagnosis, ExtensionPoint, Framework, Nominating, PluginError,
+    PreFilterResult, Status, fit_error_message,
 };
 use crate::objects::{NodeInfo, PodInfo};
 
@@ -68,6 +69,14 @@ impl Failure {
     }
 }
 
+impl From<PluginError> for Failure {
+    fn from(e: PluginError) -> Self {
+        Failure::Error {
+            message: e.to_string(),
+        }
+    }
+}
+
 /// Pods waiting for a node preemption freed, as the attempt must respect them.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Nominated<'a> {
@@ -99,13 +108,11 @@ fn pre_filter(
     let mut state = CycleState::new();
     let pre = framework.pre_filter(&mut state, pod, cluster);
     if let Some(rejection) = pre.rejection.as_ref().filter(|r| r.code() == Code::Error) {
-        return Err(Failure::Error {
-            message: format!(
-                "running PreFilter plugin {:?}: {}",
-                rejection.plugin(),
-                rejection.message()
-            ),
-        });
+        return Err(PluginError {
+            point: ExtensionPoint::PreFilter,
+            status: rejection.clone(),
+        }
+        .into());
     }
     Ok((state, pre))
 }
@@ -120,9 +127,11 @@ fn filter(
 ) -> Result<Vec<Option<Status>>, Failure> {
     let verdicts = framework.filter_nodes(state, pre, pod, nodes, cluster);
     if let Some(s) = verdicts.iter().flatten().find(|s| s.code() == Code::Error) {
-        return Err(Failure::Error {
-            message: format!("running Filter plugin {:?}: {}", s.plugin(), s.message()),
-        });
+        return Err(PluginError {
+            point: ExtensionPoint::Filter,
+            status: s.clone(),
+        }
+        .into());
     }
     Ok(verdicts)
 }
@@ -284,11 +293,7 @@ pub fn schedule_on(
         });
     }
     let mut state = alone.0;
-    let table = framework
-        .score(&mut state, pod, &feasible, &*cluster)
-        .map_err(|s| Failure::Error {
-            message: format!("running Score plugin {:?}: {}", s.plugin(), s.message()),
-        })?;
+    let table = framework.score_attempt(&mut state, pod, &feasible, &*cluster)?;
     let best = table.totals.iter().copied().max().unwrap_or(0);
     let ties: Vec<usize> = (0..count).filter(|&i| table.totals[i] == best).collect();
     let chosen = ties[rotation.pick(ties.len())];

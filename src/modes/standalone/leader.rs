@@ -21,7 +21,6 @@
 
 use std::time::{Duration, SystemTime};
 
-use anyhow::Context as _;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
@@ -39,6 +38,19 @@ pub const RENEW_DEADLINE: Duration = Duration::from_secs(10);
 /// kube-scheduler's `retryPeriod`: how often candidates try and the leader renews.
 pub const RETRY_PERIOD: Duration = Duration::from_secs(2);
 
+/// Why this replica could not join the election.
+#[derive(Debug, thiserror::Error)]
+pub enum JoinError {
+    /// The Lease could not be read (missing RBAC, say).
+    #[error("reading the leader-election Lease {lease}")]
+    ReadLease {
+        /// The Lease, `namespace/name`.
+        lease: String,
+        /// What the API server (or the way to it) said.
+        source: kube::Error,
+    },
+}
+
 /// This replica's view of the election.
 pub struct Leadership {
     state: watch::Receiver<bool>,
@@ -53,11 +65,14 @@ pub async fn join(
     namespace: &str,
     name: &str,
     identity: &str,
-) -> anyhow::Result<Leadership> {
+) -> Result<Leadership, JoinError> {
     let api: Api<Lease> = Api::namespaced(client, namespace);
     api.get_opt(name)
         .await
-        .with_context(|| format!("reading the leader-election Lease {namespace}/{name}"))?;
+        .map_err(|source| JoinError::ReadLease {
+            lease: format!("{namespace}/{name}"),
+            source,
+        })?;
     let (state_tx, state) = watch::channel(false);
     let (stop, stop_rx) = oneshot::channel();
     let elector = Elector {

@@ -13,6 +13,27 @@ use super::report::Reporter;
 use crate::framework::Nomination;
 use crate::objects::PodInfo;
 
+/// Why a victim was not evicted.
+#[derive(Debug, thiserror::Error)]
+pub enum EvictError {
+    /// Its `DisruptionTarget` condition could not be set.
+    #[error("marking {victim} as preempted: {source}")]
+    Mark {
+        /// The victim, `namespace/name`.
+        victim: String,
+        /// What the API server (or the way to it) said.
+        source: kube::Error,
+    },
+    /// It could not be deleted.
+    #[error("deleting {victim}: {source}")]
+    Delete {
+        /// The victim, `namespace/name`.
+        victim: String,
+        /// What the API server (or the way to it) said.
+        source: kube::Error,
+    },
+}
+
 /// Evicts victims through the API server.
 pub struct Evictor {
     client: Client,
@@ -33,14 +54,14 @@ impl Evictor {
         preemptor: &PodInfo,
         nomination: &Nomination,
         reporter: &Reporter,
-    ) -> Result<(), String> {
+    ) -> Result<(), EvictError> {
         let results = join_all(nomination.victims.iter().map(|victim| async move {
             let evicted = self.evict_one(scheduler, victim).await?;
             if evicted {
                 info!(victim = %victim.key(), preemptor = %preemptor.key(), node = %nomination.node, "preempted pod");
                 reporter.preempted(victim, preemptor, &nomination.node).await;
             }
-            Ok::<(), String>(())
+            Ok::<(), EvictError>(())
         }))
         .await;
         results.into_iter().collect()
@@ -48,7 +69,7 @@ impl Evictor {
 
     /// Marks and deletes one victim; `false` when it was already gone or
     /// already being deleted.
-    async fn evict_one(&self, scheduler: &str, victim: &PodInfo) -> Result<bool, String> {
+    async fn evict_one(&self, scheduler: &str, victim: &PodInfo) -> Result<bool, EvictError> {
         // Graceful deletion has started: another delete would change nothing
         // (kube-scheduler skips victims with a deletion timestamp too).
         if victim.deleting {
@@ -72,7 +93,12 @@ impl Evictor {
         {
             Ok(_) => {}
             Err(kube::Error::Api(e)) if e.code == 404 => return Ok(false),
-            Err(e) => return Err(format!("marking {} as preempted: {e}", victim.key())),
+            Err(source) => {
+                return Err(EvictError::Mark {
+                    victim: victim.key(),
+                    source,
+                });
+            }
         }
         // The UID precondition keeps a pod re-created under the same name safe.
         let params = DeleteParams {
@@ -88,7 +114,10 @@ impl Evictor {
                 warn!(victim = %victim.key(), "victim already gone");
                 Ok(false)
             }
-            Err(e) => Err(format!("deleting {}: {e}", victim.key())),
+            Err(source) => Err(EvictError::Delete {
+                victim: victim.key(),
+                source,
+            }),
         }
     }
 

@@ -6,7 +6,7 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
@@ -23,12 +23,13 @@ use super::report::Reporter;
 use super::sample::{NodeSearch, Search};
 use super::view::CycleView;
 use crate::cache::Cache;
-use crate::framework::{Nominating, QueueSortPlugin, QueuedPodInfo, Status};
+use crate::explain::Diagnoses;
+use crate::framework::{Nominating, QueuedPodInfo, Status};
+use crate::metrics::Attempt;
 use crate::modes::binder::Binder;
-use crate::modes::extender::AppState;
 use crate::objects::PodInfo;
-use crate::plugins::priority_sort::PrioritySort;
 use crate::protocol::ExtenderBindingArgs;
+use crate::state::AppState;
 
 /// Binds in flight at once (kube-scheduler binds in goroutines, unbounded;
 /// this keeps the API server load bounded). Binds are the loop's ceiling:
@@ -61,27 +62,20 @@ pub struct Standalone {
     binds: Arc<Semaphore>,
     /// One permit per background task, so shutdown can wait for all of them.
     tasks: Arc<Semaphore>,
+    /// Where failed attempts are recorded for `/explain/pods`.
+    diagnoses: Option<Arc<Diagnoses>>,
 }
 
 impl Standalone {
     /// Prepares the loop; `identity` names this replica in events.
     pub fn new(client: Client, state: AppState, identity: &str) -> Self {
+        let sort = state.policy.load().queue_sort();
         let policy = state.policy.clone();
-        let sort: Arc<dyn QueueSortPlugin> = Arc::new(PrioritySort);
         let pre_enqueue: PreEnqueue = Arc::new(move |pod: &PodInfo| {
-            let policy = policy.load();
-            let Some(framework) = policy.profile(&pod.scheduler_name) else {
-                return Status::success();
-            };
-            for wp in framework.plugins() {
-                if let Some(p) = wp.plugin.as_pre_enqueue() {
-                    let s = p.pre_enqueue(pod);
-                    if !s.is_success() {
-                        return s;
-                    }
-                }
-            }
-            Status::success()
+            policy
+                .load()
+                .profile(&pod.scheduler_name)
+                .map_or_else(Status::success, |f| f.pre_enqueue(pod))
         });
         Standalone {
             queue: Arc::new(SchedulingQueue::new(
@@ -90,7 +84,7 @@ impl Standalone {
                 QueueTimings::default(),
             )),
             reporter: Arc::new(Reporter::new(client.clone(), "placer", identity)),
-            binder: Arc::new(Binder::new(client.clone())),
+            binder: Arc::new(Binder::new(client.clone(), state.metrics.clone())),
             evictor: Arc::new(Evictor::new(client.clone())),
             client,
             state,
@@ -99,7 +93,16 @@ impl Standalone {
             search: NodeSearch::default(),
             binds: Arc::new(Semaphore::new(MAX_BINDS_IN_FLIGHT)),
             tasks: Arc::new(Semaphore::new(MAX_TASKS as usize)),
+            diagnoses: None,
         }
+    }
+
+    /// Records every attempt's outcome in `diagnoses` (`/explain/pods`, and
+    /// the simulator annotations when they are on).
+    #[must_use]
+    pub fn with_diagnoses(mut self, diagnoses: Arc<Diagnoses>) -> Self {
+        self.diagnoses = Some(diagnoses);
+        self
     }
 
     /// Runs until `stop` turns true, then waits for binds in flight.
@@ -179,7 +182,10 @@ impl Standalone {
         });
         match result {
             Ok(placement) => {
-                self.state.metrics.attempt("scheduled");
+                self.state.metrics.attempt(Attempt::Scheduled);
+                if let Some(d) = &self.diagnoses {
+                    d.record_placement(&pod, &placement.node);
+                }
                 let mut assumed = (*pod).clone();
                 assumed.node_name = Some(placement.node.clone());
                 self.state.cache.write().apply_pod(assumed);
@@ -198,11 +204,14 @@ impl Standalone {
             Err(failure) => {
                 let unschedulable = matches!(failure, Failure::Unschedulable { .. });
                 self.state.metrics.attempt(if unschedulable {
-                    "unschedulable"
+                    Attempt::Unschedulable
                 } else {
-                    "error"
+                    Attempt::Error
                 });
                 debug!(pod = %pod.key(), reason = failure.message(), "pod did not fit");
+                if let Some(d) = &self.diagnoses {
+                    d.record_attempt(&pod, failure.message(), self.state.cache.generation());
+                }
                 let preempting = matches!(failure.nominating(), Nominating::Nominate(_));
                 let info = if preempting {
                     Some(info)
@@ -276,14 +285,12 @@ impl Standalone {
             pod_uid: pod.uid.clone(),
             node: node.clone(),
         };
-        let started = Instant::now();
         let result = self.binder.bind(&args).await;
         drop(slot);
-        let metrics = &self.state.metrics;
-        metrics.bound(result.is_ok(), started.elapsed().as_secs_f64());
         match result {
             Ok(()) => {
-                metrics
+                self.state
+                    .metrics
                     .scheduling_duration
                     .observe(info.timestamp.elapsed().as_secs_f64());
                 info!(pod = %pod.key(), node = %node, "bound pod");
@@ -392,7 +399,7 @@ async fn requeue_on_events(cache: Arc<Cache>, queue: Arc<SchedulingQueue>, state
             state
                 .metrics
                 .pending_pods
-                .get_or_create(&crate::ops::metrics::QueueLabels { queue: name })
+                .get_or_create(&crate::metrics::QueueLabels { queue: name })
                 .set(n as i64);
         }
     }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use super::*;
 use crate::framework::CycleState;
 use crate::objects::Resources;
-use crate::objects::pod::PodSpecInfo;
+use crate::plugins::test_support::PodBuilder;
 use crate::policy::{CompiledPolicy, parse};
 
 const POLICY: &str = "apiVersion: placer/v1alpha1\nkind: Policy\nprofiles:\n- schedulerName: s\n  plugins:\n  - name: NodeAffinity\n  - name: NodeResourcesFit\n  - name: DefaultPreemption\n";
@@ -17,20 +17,12 @@ fn framework() -> Arc<Framework> {
 }
 
 fn pod(name: &str, priority: i32, cpu: &str) -> PodInfo {
-    let requests = Resources::from_list([("cpu", cpu)]).unwrap();
-    PodInfo {
-        name: name.into(),
-        namespace: "ns".into(),
-        uid: format!("uid-{name}"),
-        priority,
-        labels: BTreeMap::from([("app".to_string(), name.to_string())]),
-        spec: Arc::new(PodSpecInfo {
-            non_zero_requests: requests.with_non_zero_defaults(),
-            requests,
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
+    PodBuilder::new(name)
+        .uid(&format!("uid-{name}"))
+        .priority(priority)
+        .labels(&[("app", name)])
+        .requests(&[("cpu", cpu)])
+        .build()
 }
 
 fn on(node: &str, mut p: PodInfo) -> PodInfo {

@@ -144,8 +144,9 @@ impl FilterPlugin for InterPodAffinity {
         node: &NodeInfo,
         _: &ClusterState,
     ) -> Status {
-        let Some(s) = state.read::<PreFilterState>() else {
-            return Status::error("PreFilter state missing");
+        let s = match state.from_pre_filter::<PreFilterState>() {
+            Ok(s) => s,
+            Err(missing) => return missing,
         };
         let terms = Terms::of(pod);
         if !satisfies_pod_affinity(s, terms.required_affinity, node) {
@@ -196,21 +197,18 @@ mod tests {
     use super::super::tests::{Fixture, pod, term};
     use super::*;
     use crate::framework::Code;
+    use crate::plugins::test_support::{HOSTNAME as HOST, ZONE};
 
-    const ZONE: &str = "topology.kubernetes.io/zone";
-    const HOST: &str = "kubernetes.io/hostname";
 
     /// n1, n2 in zone1; n3, n4 in zone2; `bare` has only a hostname.
     fn cluster() -> Fixture {
         let mut f = Fixture::default();
-        for (n, z) in [
+        f.zoned_nodes(&[
             ("n1", "zone1"),
             ("n2", "zone1"),
             ("n3", "zone2"),
             ("n4", "zone2"),
-        ] {
-            f.node(n, &[(ZONE, z), (HOST, n)]);
-        }
+        ]);
         f.node("bare", &[(HOST, "bare")]);
         f
     }

@@ -123,9 +123,7 @@ impl ScorePlugin for InterPodAffinity {
         node: &NodeInfo,
         _: &ClusterState,
     ) -> Result<NodeScore, Status> {
-        let Some(PreScoreState(scores)) = state.read::<PreScoreState>() else {
-            return Err(Status::error("PreScore state missing"));
-        };
+        let PreScoreState(scores) = state.from_pre_score::<PreScoreState>()?;
         Ok(NodeScore::value(scores.of_node(node).sum()))
     }
 
@@ -141,7 +139,6 @@ impl ScorePlugin for InterPodAffinity {
             let Some(raw) = s.raw else { continue };
             s.score = if diff > 0 {
                 // kube-scheduler computes in float64 and truncates.
-                #[allow(clippy::cast_precision_loss, clippy::cast_possible_truncation)]
                 let f = MAX_NODE_SCORE as f64 * ((raw - min) as f64 / diff as f64);
                 f as i64
             } else {
@@ -160,16 +157,13 @@ mod tests {
     use super::super::tests::{Fixture, pod, term};
     use super::*;
     use crate::framework::Code;
+    use crate::plugins::test_support::{HOSTNAME as HOST, ZONE, score_without_pre_score};
 
-    const ZONE: &str = "topology.kubernetes.io/zone";
-    const HOST: &str = "kubernetes.io/hostname";
 
     /// n1, n2 in zone1; n3 in zone2.
     fn cluster() -> Fixture {
         let mut f = Fixture::default();
-        for (n, z) in [("n1", "zone1"), ("n2", "zone1"), ("n3", "zone2")] {
-            f.node(n, &[(ZONE, z), (HOST, n)]);
-        }
+        f.zoned_nodes(&[("n1", "zone1"), ("n2", "zone1"), ("n3", "zone2")]);
         f
     }
 
@@ -337,14 +331,7 @@ mod tests {
 
     #[test]
     fn missing_state_is_an_error() {
-        let s = InterPodAffinity::new(&Default::default())
-            .score(
-                &CycleState::new(),
-                &PodInfo::default(),
-                &NodeInfo::default(),
-                &ClusterState::default(),
-            )
-            .unwrap_err();
+        let s = score_without_pre_score(&InterPodAffinity::new(&Default::default()));
         assert_eq!(s.code(), Code::Error);
     }
 }

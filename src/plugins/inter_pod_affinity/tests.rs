@@ -1,28 +1,28 @@
 //! Fixtures shared by the filter and score tests, and the args and term tests.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
-
 use super::*;
-use crate::cache::ClusterState;
-use crate::framework::{Code, CycleState, NodeScore, Status};
-use crate::framework::{FilterPlugin, PreFilterPlugin, PreScorePlugin, ScorePlugin};
+use crate::framework::{Code, CycleState, Status};
+use crate::framework::{FilterPlugin, PreFilterPlugin};
+use crate::plugins::test_support::{Cluster, raw_and_score, score};
 
-/// A cluster under construction, with its nodes in insertion order.
+/// A cluster under construction ([`Cluster`]) with this plugin's runners.
 #[derive(Default)]
-pub(crate) struct Fixture {
-    pub(crate) cluster: ClusterState,
-    pub(crate) nodes: Vec<Arc<NodeInfo>>,
+pub(crate) struct Fixture(Cluster);
+
+impl std::ops::Deref for Fixture {
+    type Target = Cluster;
+    fn deref(&self) -> &Cluster {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Fixture {
+    fn deref_mut(&mut self) -> &mut Cluster {
+        &mut self.0
+    }
 }
 
 impl Fixture {
-    /// Adds node `name` with `labels`.
-    pub(crate) fn node(&mut self, name: &str, labels: &[(&str, &str)]) {
-        let n = NodeInfo::new(name, labels.iter().copied());
-        self.cluster.apply_node(n.clone());
-        self.nodes.push(Arc::new(n));
-    }
-
     /// Adds the existing pod `ns/name` on `node`, with `labels` and `spec` (JSON).
     pub(crate) fn pod(
         &mut self,
@@ -35,7 +35,7 @@ impl Fixture {
         let mut p = pod(ns, labels, spec);
         p.name = name.into();
         p.node_name = Some(node.into());
-        self.cluster.apply_pod(p);
+        self.0.pod(p);
     }
 
     /// Runs PreFilter for `pod` with default args.
@@ -78,31 +78,18 @@ impl Fixture {
         pod: &PodInfo,
         args: &InterPodAffinityArgs,
     ) -> (Status, Vec<(Option<i64>, i64)>) {
-        let plugin = InterPodAffinity::new(args);
-        let mut state = CycleState::new();
-        let s = plugin.pre_score(&mut state, pod, &self.nodes, &self.cluster);
-        if s.code() != Code::Success {
-            return (s, Vec::new());
-        }
-        let mut scores: Vec<NodeScore> = self
-            .nodes
-            .iter()
-            .map(|n| plugin.score(&state, pod, n, &self.cluster).unwrap())
-            .collect();
-        assert!(plugin.normalize(&state, pod, &mut scores).is_success());
-        (s, scores.into_iter().map(|s| (s.raw, s.score)).collect())
+        let (s, scores) = score(
+            &InterPodAffinity::new(args),
+            pod,
+            &self.nodes,
+            &self.cluster,
+        );
+        (s, raw_and_score(&scores))
     }
 }
 
-/// The incoming pod `ns/incoming` with `labels` and `spec` (JSON).
-pub(crate) fn pod(ns: &str, labels: &[(&str, &str)], spec: serde_json::Value) -> PodInfo {
-    let labels: BTreeMap<&str, &str> = labels.iter().copied().collect();
-    serde_json::from_value(serde_json::json!({
-        "metadata": {"name": "incoming", "namespace": ns, "labels": labels},
-        "spec": spec
-    }))
-    .unwrap()
-}
+/// The incoming pod `ns/incoming`.
+pub(crate) use crate::plugins::test_support::incoming as pod;
 
 /// A `PodAffinityTerm` (JSON) on `key` selecting `matchLabels`.
 pub(crate) fn term(key: &str, match_labels: serde_json::Value) -> serde_json::Value {

@@ -3,9 +3,7 @@ use super::*;
 use crate::framework::Code;
 use serde_json::{Value, json};
 
-fn pod(spec: Value) -> PodInfo {
-    serde_json::from_value(json!({ "spec": spec })).unwrap()
-}
+use crate::plugins::test_support::{self, pod_with_spec as pod};
 
 /// A pod whose required affinity has these terms.
 fn required(terms: Value) -> PodInfo {
@@ -23,13 +21,7 @@ fn node(name: &str, labels: &[(&str, &str)]) -> NodeInfo {
 }
 
 fn filter(pod: &PodInfo, node: &NodeInfo) -> Status {
-    let cluster = ClusterState::default();
-    let mut state = CycleState::new();
-    let pre = NodeAffinity.pre_filter(&mut state, pod, &cluster);
-    if pre.code() != Code::Success {
-        return pre;
-    }
-    NodeAffinity.filter(&state, pod, node, &cluster)
+    test_support::filter(&NodeAffinity, pod, node, &ClusterState::default())
 }
 
 fn fits(pod: &PodInfo, node: &NodeInfo) -> bool {
@@ -342,33 +334,6 @@ fn unparsable_preferred_terms_fail_pre_score_with_kube_messages() {
     let p = preferred(json!([{"weight": 0, "preference": {"matchExpressions": [
         {"key": "a", "operator": "Foo"}]}}]));
     assert!(scores(&p, &[]).is_ok());
-}
-
-#[test]
-fn label_key_and_value_validation() {
-    assert!(label_key_errors("zone").is_empty());
-    assert!(label_key_errors("topology.kubernetes.io/zone").is_empty());
-    assert!(label_key_errors("A.b-c_d").is_empty());
-    for bad in [
-        "",
-        "-a",
-        "a-",
-        "a b",
-        "/a",
-        "a/",
-        "a/b/c",
-        "Upper.com/a",
-        "a..b/c",
-        &"x".repeat(64),
-    ] {
-        assert!(!label_key_errors(bad).is_empty(), "{bad:?}");
-    }
-    assert_eq!(label_key_errors("/a"), ["prefix part must be non-empty"]);
-    assert!(label_value_errors("").is_empty());
-    assert!(label_value_errors("a.b_c-D9").is_empty());
-    for bad in ["-1", "a ", "_a", &"x".repeat(64)] {
-        assert!(!label_value_errors(bad).is_empty(), "{bad:?}");
-    }
 }
 
 #[test]

@@ -1,6 +1,8 @@
 //! Unit tests of the plugin, kept apart to keep the plugin file readable.
 use super::*;
+use crate::plugins::validation::is_qualified_name;
 use crate::objects::pod::PodSpecInfo;
+use crate::plugins::test_support::{self, PodBuilder, res};
 
 const MI: i64 = 1 << 20;
 
@@ -8,23 +10,8 @@ fn args(yaml: &str) -> NodeResourcesFitArgs {
     serde_yaml_ng::from_str(yaml).unwrap()
 }
 
-fn res(list: &[(&str, &str)]) -> Resources {
-    Resources::from_list(list.iter().copied()).unwrap()
-}
-
 fn pod(name: &str, node: Option<&str>, requests: &[(&str, &str)]) -> PodInfo {
-    PodInfo {
-        name: name.into(),
-        namespace: "ns".into(),
-        node_name: node.map(str::to_string),
-        spec: Arc::new(PodSpecInfo {
-            requests: res(requests),
-            // One container: its defaults are the pod's.
-            non_zero_requests: res(requests).with_non_zero_defaults(),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
+    PodBuilder::new(name).on(node).requests(requests).build()
 }
 
 fn node(allocatable: &[(&str, &str)]) -> NodeInfo {
@@ -52,11 +39,10 @@ fn filter(a: &NodeResourcesFitArgs, p: &PodInfo, n: &NodeInfo, c: &ClusterState)
 }
 
 fn score(a: &NodeResourcesFitArgs, p: &PodInfo, n: &NodeInfo, c: &ClusterState) -> i64 {
-    let plugin = NodeResourcesFit::new(a);
-    let mut state = CycleState::new();
     let nodes = [Arc::new(n.clone())];
-    assert!(plugin.pre_score(&mut state, p, &nodes, c).is_success());
-    plugin.score(&state, p, n, c).unwrap().score
+    let (s, scores) = test_support::score(&NodeResourcesFit::new(a), p, &nodes, c);
+    assert!(s.is_success());
+    scores[0].score
 }
 
 const NODE: &[(&str, &str)] = &[

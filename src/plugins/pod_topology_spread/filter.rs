@@ -101,8 +101,9 @@ impl PreFilterPlugin for PodTopologySpread {
 
 impl FilterPlugin for PodTopologySpread {
     fn filter(&self, state: &CycleState, _: &PodInfo, node: &NodeInfo, _: &ClusterState) -> Status {
-        let Some(s) = state.read::<PreFilterState>() else {
-            return Status::error("PreFilter state missing");
+        let s = match state.from_pre_filter::<PreFilterState>() {
+            Ok(s) => s,
+            Err(missing) => return missing,
         };
         for (i, c) in s.constraints.iter().enumerate() {
             let Some(value) = node.label(&c.topology_key) else {
@@ -124,20 +125,18 @@ mod tests {
     use super::super::tests::{Fixture, pod};
     use super::*;
     use crate::framework::Code;
+    use crate::plugins::test_support::{ZONE};
 
-    const ZONE: &str = "topology.kubernetes.io/zone";
 
     /// zone1 = {n1, n2}, zone2 = {n3, n4}; `foo` pods: n1 2, n2 1, n3 1.
     fn two_zones() -> Fixture {
         let mut f = Fixture::default();
-        for (n, z) in [
+        f.zoned_nodes(&[
             ("n1", "zone1"),
             ("n2", "zone1"),
             ("n3", "zone2"),
             ("n4", "zone2"),
-        ] {
-            f.node(n, &[(ZONE, z), ("kubernetes.io/hostname", n)]);
-        }
+        ]);
         f.pods("ns", "n1", &[("foo", "")], 2);
         f.pods("ns", "n2", &[("foo", "")], 1);
         f.pods("ns", "n3", &[("foo", "")], 1);

@@ -149,9 +149,7 @@ impl ScorePlugin for PodTopologySpread {
         node: &NodeInfo,
         _: &ClusterState,
     ) -> Result<NodeScore, Status> {
-        let Some(s) = state.read::<PreScoreState>() else {
-            return Err(Status::error("PreScore state missing"));
-        };
+        let s = state.from_pre_score::<PreScoreState>()?;
         if s.require_all && !has_all_keys(node, &s.constraints) {
             return Ok(NodeScore::none(s.ignored_note.clone()));
         }
@@ -168,7 +166,6 @@ impl ScorePlugin for PodTopologySpread {
             score += score_for_count(count.copied().unwrap_or(0), c.max_skew, s.weights[i]);
         }
         // Counts are far below 2^53: the conversion is exact.
-        #[allow(clippy::cast_possible_truncation)]
         Ok(NodeScore::value(score.round() as i64))
     }
 
@@ -194,14 +191,14 @@ impl ScorePlugin for PodTopologySpread {
 
 /// `topologyNormalizingWeight`: `ln(size + 2)`.
 fn topology_normalizing_weight(size: usize) -> f64 {
-    #[allow(clippy::cast_precision_loss)]
+    // Topology sizes are far below 2^53: the conversion is exact.
     (size as f64 + 2.0).ln()
 }
 
 /// `scoreForCount`: `count × weight + (maxSkew − 1)`; a larger maxSkew
 /// waters down the differences between domains.
 fn score_for_count(count: i64, max_skew: i64, weight: f64) -> f64 {
-    #[allow(clippy::cast_precision_loss)]
+    // Pod counts and maxSkew are far below 2^53: the conversions are exact.
     let (count, max_skew) = (count as f64, max_skew as f64);
     count * weight + (max_skew - 1.0)
 }
@@ -213,8 +210,8 @@ mod tests {
     use super::super::tests::{Fixture, pod};
     use super::*;
     use crate::framework::Code;
+    use crate::plugins::test_support::{ZONE, score_without_pre_score};
 
-    const ZONE: &str = "topology.kubernetes.io/zone";
 
     fn soft(key: &str, max_skew: i32) -> serde_json::Value {
         json!({"maxSkew": max_skew, "topologyKey": key, "whenUnsatisfiable": "ScheduleAnyway",
@@ -364,14 +361,7 @@ mod tests {
 
     #[test]
     fn missing_state_is_an_error() {
-        let s = PodTopologySpread::default()
-            .score(
-                &CycleState::new(),
-                &PodInfo::default(),
-                &NodeInfo::default(),
-                &ClusterState::default(),
-            )
-            .unwrap_err();
+        let s = score_without_pre_score(&PodTopologySpread::default());
         assert_eq!(s.code(), Code::Error);
     }
 }

@@ -3,56 +3,55 @@
 use std::sync::Arc;
 
 use super::*;
-use crate::framework::{Code, CycleState, NodeScore, Status};
-use crate::framework::{FilterPlugin, PreFilterPlugin, PreScorePlugin, ScorePlugin};
+use crate::framework::{Code, CycleState, Status};
+use crate::framework::{FilterPlugin, PreFilterPlugin};
+use crate::plugins::test_support::{Cluster, PodBuilder, raw_and_score, score};
 
-/// A cluster under construction, with its nodes in insertion order.
+/// A cluster under construction ([`Cluster`]) with the plugin under test.
 #[derive(Default)]
 pub(crate) struct Fixture {
     /// The plugin under test (default: no default constraints).
     pub(crate) plugin: PodTopologySpread,
-    pub(crate) cluster: ClusterState,
-    pub(crate) nodes: Vec<Arc<NodeInfo>>,
+    base: Cluster,
     seq: usize,
 }
 
-impl Fixture {
-    /// Adds node `name` with `labels`.
-    pub(crate) fn node(&mut self, name: &str, labels: &[(&str, &str)]) {
-        let n = NodeInfo::new(name, labels.iter().copied());
-        self.cluster.apply_node(n.clone());
-        self.nodes.push(Arc::new(n));
+impl std::ops::Deref for Fixture {
+    type Target = Cluster;
+    fn deref(&self) -> &Cluster {
+        &self.base
     }
+}
 
+impl std::ops::DerefMut for Fixture {
+    fn deref_mut(&mut self) -> &mut Cluster {
+        &mut self.base
+    }
+}
+
+impl Fixture {
     /// Adds the taint `key:effect` to node `name`.
     pub(crate) fn taint(&mut self, name: &str, key: &str, effect: &str) {
-        let Some(slot) = self.nodes.iter_mut().find(|n| n.name == name) else {
-            panic!("no node {name}");
-        };
-        let mut n = (**slot).clone();
-        n.taints.push(k8s_openapi::api::core::v1::Taint {
-            key: key.into(),
-            effect: effect.into(),
-            ..Default::default()
+        self.change_node(name, |n| {
+            n.taints.push(k8s_openapi::api::core::v1::Taint {
+                key: key.into(),
+                effect: effect.into(),
+                ..Default::default()
+            });
         });
-        self.cluster.apply_node(n.clone());
-        *slot = Arc::new(n);
     }
 
     /// Adds `count` pods with `labels` in namespace `ns` on node `node`.
     pub(crate) fn pods(&mut self, ns: &str, node: &str, labels: &[(&str, &str)], count: usize) {
         for _ in 0..count {
             self.seq += 1;
-            self.cluster.apply_pod(PodInfo {
-                name: format!("p{}", self.seq),
-                namespace: ns.into(),
-                labels: labels
-                    .iter()
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
-                    .collect(),
-                node_name: Some(node.into()),
-                ..Default::default()
-            });
+            self.base.pod(
+                PodBuilder::new(&format!("p{}", self.seq))
+                    .namespace(ns)
+                    .labels(labels)
+                    .on(node)
+                    .build(),
+            );
         }
     }
 
@@ -93,31 +92,13 @@ impl Fixture {
             .iter()
             .filter_map(|c| self.nodes.iter().find(|n| n.name == *c).cloned())
             .collect();
-        let mut state = CycleState::new();
-        let s = self
-            .plugin
-            .pre_score(&mut state, pod, &nodes, &self.cluster);
-        if s.code() != Code::Success {
-            return (s, Vec::new());
-        }
-        let mut scores: Vec<NodeScore> = nodes
-            .iter()
-            .map(|n| self.plugin.score(&state, pod, n, &self.cluster).unwrap())
-            .collect();
-        assert!(self.plugin.normalize(&state, pod, &mut scores).is_success());
-        (s, scores.into_iter().map(|s| (s.raw, s.score)).collect())
+        let (s, scores) = score(&self.plugin, pod, &nodes, &self.cluster);
+        (s, raw_and_score(&scores))
     }
 }
 
-/// The incoming pod: namespace `ns`, `labels`, and `spec` in its JSON form.
-pub(crate) fn pod(ns: &str, labels: &[(&str, &str)], spec: serde_json::Value) -> PodInfo {
-    let labels: BTreeMap<&str, &str> = labels.iter().copied().collect();
-    serde_json::from_value(serde_json::json!({
-        "metadata": {"name": "incoming", "namespace": ns, "labels": labels},
-        "spec": spec
-    }))
-    .unwrap()
-}
+/// The incoming pod `ns/incoming`.
+pub(crate) use crate::plugins::test_support::incoming as pod;
 
 #[test]
 fn args_default_to_system_and_follow_kube_scheduler_validation() {

@@ -178,8 +178,9 @@ impl PreFilterPlugin for VolumeBinding {
 
 impl FilterPlugin for VolumeBinding {
     fn filter(&self, state: &CycleState, _: &PodInfo, node: &NodeInfo, _: &ClusterState) -> Status {
-        let Some(BoundVolumes(volumes)) = state.read::<BoundVolumes>() else {
-            return Status::error("PreFilter state missing");
+        let BoundVolumes(volumes) = match state.from_pre_filter::<BoundVolumes>() {
+            Ok(s) => s,
+            Err(missing) => return missing,
         };
         // kube-scheduler stops at the first volume that does not fit.
         for v in volumes {

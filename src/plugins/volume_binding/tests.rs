@@ -5,20 +5,11 @@ use k8s_openapi::api::core::v1::NodeSelector;
 
 use super::*;
 use crate::framework::{Code, Framework, WeightedPlugin};
-use crate::objects::pod::PodSpecInfo;
+use crate::plugins::test_support::PodBuilder;
 use crate::objects::volume::{StorageClassInfo, VolumeInfo};
 
 fn pod(claims: &[VolumeClaim]) -> PodInfo {
-    PodInfo {
-        name: "p".into(),
-        namespace: "ns".into(),
-        uid: "pod-uid".into(),
-        spec: Arc::new(PodSpecInfo {
-            pvc_claims: claims.to_vec(),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
+    PodBuilder::new("p").uid("pod-uid").claims(claims).build()
 }
 
 fn claim(name: &str, volume: Option<&str>, bound: bool) -> ClaimInfo {

@@ -214,6 +214,7 @@ pub struct Scheduler {
     cert_dir: PathBuf,
     log: PathBuf,
     port: u16,
+    verbosity: u8,
 }
 
 impl Scheduler {
@@ -225,6 +226,16 @@ impl Scheduler {
     /// Starts kube-scheduler with a hand-written configuration (which must set
     /// `clientConnection.kubeconfig`, e.g. to `env.cluster().kubeconfig()`).
     pub async fn start_with_yaml(env: &TestEnv, yaml: &str) -> anyhow::Result<Self> {
+        Self::start_with_yaml_verbosity(env, yaml, 2).await
+    }
+
+    /// Like [`Scheduler::start_with_yaml`] logging at `--v=<verbosity>` (10: every plugin's
+    /// score per node, "Plugin scored node for pod").
+    pub async fn start_with_yaml_verbosity(
+        env: &TestEnv,
+        yaml: &str,
+        verbosity: u8,
+    ) -> anyhow::Result<Self> {
         let config = env.dir().join("kube-scheduler.yaml");
         std::fs::write(&config, yaml)?;
         let log = env.dir().join("kube-scheduler.log");
@@ -236,6 +247,7 @@ impl Scheduler {
             cert_dir: env.dir().join("kube-scheduler-pki"),
             log,
             port: free_port(),
+            verbosity,
         };
         scheduler.restart().await?;
         Ok(scheduler)
@@ -254,7 +266,7 @@ impl Scheduler {
             // Anonymous reads of /metrics, as of the health endpoints (the scale benchmark
             // reads kube-scheduler's own latency histograms).
             "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics".to_owned(),
-            "--v=2".to_owned(),
+            format!("--v={}", self.verbosity),
         ]);
         let process = ChildProcess::spawn("kube-scheduler", cmd, &self.log)?;
         let base = format!("https://127.0.0.1:{}", self.port);

@@ -30,8 +30,8 @@ use arc_swap::ArcSwap;
 use tracing::warn;
 
 use crate::cache::Cache;
+use crate::metrics::Metrics;
 use crate::objects::PodInfo;
-use crate::ops::metrics::Metrics;
 use crate::policy::CompiledPolicy;
 
 use parked::{Parked, ParkedPod};
@@ -65,7 +65,7 @@ impl Retry {
     /// An empty registry reporting to `metrics`.
     pub fn new(metrics: Arc<Metrics>) -> Self {
         Retry {
-            parked: Parked::new(MAX_PARKED, MAX_PARKED_AGE),
+            parked: Parked::new(MAX_PARKED, MAX_PARKED_AGE).publishing(metrics.parked_pods.clone()),
             prompts: Arc::new(Prompts::new(MAX_PARKED, metrics.clone())),
             metrics,
         }

@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
+use prometheus_client::metrics::gauge::Gauge;
 
 use crate::objects::PodInfo;
 
@@ -73,6 +74,9 @@ pub struct Parked {
     inner: Mutex<Inner>,
     /// Entries, readable without the lock (the common path checks it first).
     len: AtomicUsize,
+    /// `placer_parked_pods`, set under the lock with `len` so concurrent
+    /// changes cannot leave it stale.
+    gauge: Gauge,
     capacity: usize,
     max_age: Duration,
 }
@@ -83,9 +87,24 @@ impl Parked {
         Parked {
             inner: Mutex::new(Inner::default()),
             len: AtomicUsize::new(0),
+            gauge: Gauge::default(),
             capacity: capacity.max(1),
             max_age,
         }
+    }
+
+    /// The same registry, keeping `gauge` at its number of entries.
+    #[must_use]
+    pub fn publishing(mut self, gauge: Gauge) -> Self {
+        gauge.set(self.len() as i64);
+        self.gauge = gauge;
+        self
+    }
+
+    /// Records the number of entries (called with the lock held).
+    fn publish(&self, len: usize) {
+        self.len.store(len, Ordering::Release);
+        self.gauge.set(len as i64);
     }
 
     /// Number of parked pods.
@@ -115,7 +134,7 @@ impl Parked {
             let Inner { by_uid, order } = &mut *inner;
             order.retain(|(at, uid)| by_uid.get(uid).is_some_and(|e| e.at == *at));
         }
-        self.len.store(inner.by_uid.len(), Ordering::Release);
+        self.publish(inner.by_uid.len());
         evicted
     }
 
@@ -126,7 +145,7 @@ impl Parked {
         }
         let mut inner = self.inner.lock();
         let removed = inner.by_uid.remove(uid);
-        self.len.store(inner.by_uid.len(), Ordering::Release);
+        self.publish(inner.by_uid.len());
         removed
     }
 
@@ -139,7 +158,7 @@ impl Parked {
             .is_some_and(|e| Arc::ptr_eq(e, entry));
         if same {
             inner.by_uid.remove(&entry.pod.uid);
-            self.len.store(inner.by_uid.len(), Ordering::Release);
+            self.publish(inner.by_uid.len());
         }
         same
     }
@@ -148,7 +167,7 @@ impl Parked {
     pub fn snapshot(&self, now: Instant) -> Vec<Arc<ParkedPod>> {
         let mut inner = self.inner.lock();
         inner.trim_front(now.checked_sub(self.max_age), false);
-        self.len.store(inner.by_uid.len(), Ordering::Release);
+        self.publish(inner.by_uid.len());
         inner.by_uid.values().cloned().collect()
     }
 }

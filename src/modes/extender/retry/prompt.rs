@@ -21,7 +21,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
-use crate::ops::metrics::Metrics;
+use crate::metrics::Metrics;
 
 /// The annotation placer sets on a pod to make kube-scheduler retry it; its
 /// value is the time of the prompt (RFC 3339). Only its change matters.

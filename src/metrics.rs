@@ -18,16 +18,50 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Registry, Unit};
 
+use crate::cache::Cache;
 use crate::framework::{ExtensionPoint, Observer};
-use crate::modes::extender::AppState;
 
 /// Labels of request metrics.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RequestLabels {
     /// filter, prioritize, bind, preempt, explain.
     pub verb: &'static str,
-    /// success, error (200 with Error set), bad_request, too_large, timeout, internal, disabled.
+    /// An [`Outcome`]'s label.
     pub outcome: &'static str,
+}
+
+/// How a verb call ended: the `outcome` label of request metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// 200 with the verb's result.
+    Success,
+    /// 200 with `Error` set (a domain error kube-scheduler reads from the body).
+    Error,
+    /// 400.
+    BadRequest,
+    /// 413.
+    TooLarge,
+    /// 503: the deadline passed, or the caches have not synced yet.
+    Timeout,
+    /// 500, a panic included.
+    Internal,
+    /// 404: the verbs are disabled.
+    Disabled,
+}
+
+impl Outcome {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Success => "success",
+            Outcome::Error => "error",
+            Outcome::BadRequest => "bad_request",
+            Outcome::TooLarge => "too_large",
+            Outcome::Timeout => "timeout",
+            Outcome::Internal => "internal",
+            Outcome::Disabled => "disabled",
+        }
+    }
 }
 
 /// Labels naming a verb.
@@ -77,8 +111,31 @@ pub struct HandshakeLabels {
 /// Labels of scheduling attempts.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct AttemptLabels {
-    /// scheduled, unschedulable or error.
+    /// An [`Attempt`]'s label.
     pub result: &'static str,
+}
+
+/// How a standalone scheduling attempt ended: the `result` label of
+/// `placer_schedule_attempts_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Attempt {
+    /// A node was found (the bind follows asynchronously).
+    Scheduled,
+    /// No node fits the pod.
+    Unschedulable,
+    /// The cycle failed (a plugin error, a missing profile).
+    Error,
+}
+
+impl Attempt {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Attempt::Scheduled => "scheduled",
+            Attempt::Unschedulable => "unschedulable",
+            Attempt::Error => "error",
+        }
+    }
 }
 
 /// Labels of queue lengths.
@@ -162,7 +219,8 @@ pub struct Metrics {
     pub retry_rechecks: Counter,
     /// Extender: parked pods forgotten to stay within the bound.
     pub parked_evicted: Counter,
-    /// Extender: pods whose last `/filter` left them no feasible node.
+    /// Extender: pods whose last `/filter` left them no feasible node (kept
+    /// current by the parked-pod registry itself).
     pub parked_pods: Gauge,
     /// 1 while the watch of a kind is connected.
     pub watch_connected: Family<KindLabels, Gauge>,
@@ -377,9 +435,11 @@ impl Metrics {
     }
 
     /// Records a scheduling attempt.
-    pub fn attempt(&self, result: &'static str) {
+    pub fn attempt(&self, result: Attempt) {
         self.schedule_attempts
-            .get_or_create(&AttemptLabels { result })
+            .get_or_create(&AttemptLabels {
+                result: result.as_str(),
+            })
             .inc();
     }
 
@@ -393,8 +453,11 @@ impl Metrics {
     }
 
     /// Records one answered request.
-    pub fn observe_request(&self, verb: &'static str, outcome: &'static str, seconds: f64) {
-        let labels = RequestLabels { verb, outcome };
+    pub fn observe_request(&self, verb: &'static str, outcome: Outcome, seconds: f64) {
+        let labels = RequestLabels {
+            verb,
+            outcome: outcome.as_str(),
+        };
         self.requests.get_or_create(&labels).inc();
         self.request_duration
             .get_or_create(&labels)
@@ -461,10 +524,12 @@ impl Observer for Metrics {
 }
 
 /// `GET /metrics`.
-pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
-    let m: &Arc<Metrics> = &state.metrics;
+pub async fn metrics(
+    State(m): State<Arc<Metrics>>,
+    State(cache): State<Arc<Cache>>,
+) -> impl IntoResponse {
     {
-        let cluster = state.cache.read();
+        let cluster = cache.read();
         m.cache_objects
             .get_or_create(&KindLabels { kind: "node" })
             .set(cluster.node_count() as i64);
@@ -472,7 +537,7 @@ pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
             .get_or_create(&KindLabels { kind: "pod" })
             .set(cluster.pod_count() as i64);
     }
-    for w in state.cache.watches().all() {
+    for w in cache.watches().all() {
         let kind = KindLabels { kind: w.kind() };
         m.watch_connected
             .get_or_create(&kind)
@@ -480,9 +545,6 @@ pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
         m.watch_last_seen
             .get_or_create(&kind)
             .set(w.since_last_seen().as_secs_f64());
-    }
-    if let Some(retry) = &state.retry {
-        m.parked_pods.set(retry.parked() as i64);
     }
     (
         [(

@@ -1,0 +1,290 @@
+//! `placer explain`: why a pod is pending, or where it would go.
+//!
+//! - `placer explain NAMESPACE/NAME --server URL`: asks a running placer
+//!   (`GET /explain/pods/...`), over HTTPS with `--ca-file` and, for mutual
+//!   TLS, `--client-cert-file`/`--client-key-file`;
+//! - `placer explain NAMESPACE/NAME [--kubeconfig PATH]`: lists the cluster
+//!   once from the API server into a fresh cache and explains from it;
+//! - `placer explain --cluster FILE --pod FILE`: offline, as `placer score`.
+
+use std::fmt::Debug;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use arc_swap::ArcSwap;
+use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
+use k8s_openapi::api::core::v1::{
+    Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, ReplicationController, Service,
+};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::storage::v1::StorageClass;
+use kube::api::ListParams;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Api, Client, Resource};
+use rustls_pki_types::CertificateDer;
+use rustls_pki_types::pem::PemObject;
+use serde::de::DeserializeOwned;
+
+use super::{OutputFormat, ScoreArgs};
+use crate::cache::{Cache, ClusterState, Stored};
+use crate::explain::{Diagnoses, Explainer, InTree, PendingPods, http, names};
+use crate::objects::namespace::NamespaceInfo;
+use crate::objects::volume::{ClaimInfo, StorageClassInfo, VolumeInfo};
+use crate::objects::workload::{
+    ReplicaSetSelector, ReplicationControllerSelector, ServiceSelector, StatefulSetSelector,
+};
+use crate::objects::{DisruptionBudget, NodeInfo, PodInfo};
+use crate::policy::{self, CompiledPolicy};
+use crate::state::Mode;
+
+/// Options of `placer explain`.
+#[derive(Debug, clap::Args)]
+pub struct ExplainArgs {
+    /// The live pod, as NAMESPACE/NAME.
+    #[arg(required_unless_present = "cluster", conflicts_with = "cluster")]
+    pub target: Option<String>,
+    /// A running placer (http://host:port or https://...).
+    #[arg(long, conflicts_with_all = ["kubeconfig", "cluster"])]
+    pub server: Option<String>,
+    /// CA that signed the placer's certificate (--server https://...).
+    #[arg(long, requires = "server")]
+    pub ca_file: Option<PathBuf>,
+    /// Client certificate for a placer that requires one (PEM).
+    #[arg(long, requires_all = ["server", "client_key_file"])]
+    pub client_cert_file: Option<PathBuf>,
+    /// Key of --client-cert-file (PEM).
+    #[arg(long, requires = "client_cert_file")]
+    pub client_key_file: Option<PathBuf>,
+    /// Kubeconfig for the one-shot cache (default: in-cluster, then KUBECONFIG, then ~/.kube/config).
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// Offline: nodes and pods (YAML/JSON), as `placer score`.
+    #[arg(long, requires = "pod")]
+    pub cluster: Option<PathBuf>,
+    /// Offline: the pod to place (YAML/JSON).
+    #[arg(long, requires = "cluster")]
+    pub pod: Option<PathBuf>,
+    /// Policy file (one-shot and offline).
+    #[arg(long, default_value = "policy.yaml")]
+    pub policy: PathBuf,
+    /// How placer runs, for the one-shot cache: extender (kube-scheduler's
+    /// plugins, then placer's) or standalone (placer's profiles schedule).
+    #[arg(long, value_enum, default_value = "extender")]
+    pub mode: Mode,
+    /// kube-scheduler's configuration, for the one-shot cache.
+    #[arg(long, value_name = "FILE")]
+    pub kube_scheduler_config: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: OutputFormat,
+}
+
+/// Runs `placer explain`.
+pub fn explain(args: ExplainArgs) -> anyhow::Result<()> {
+    if let (Some(cluster), Some(pod)) = (&args.cluster, &args.pod) {
+        return super::score(&ScoreArgs {
+            policy: args.policy.clone(),
+            cluster: cluster.clone(),
+            pod: pod.clone(),
+            format: args.format,
+        });
+    }
+    let Some(target) = &args.target else {
+        bail!("give NAMESPACE/NAME, or --cluster FILE --pod FILE");
+    };
+    let (namespace, name) = split_target(target)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    let out = runtime.block_on(async {
+        match &args.server {
+            Some(server) => from_server(&args, server, namespace, name).await,
+            None => one_shot(&args, namespace, name).await,
+        }
+    })?;
+    print!("{out}");
+    if !out.ends_with('\n') {
+        println!();
+    }
+    Ok(())
+}
+
+/// `NAMESPACE/NAME`, both checked as the API server checks them.
+fn split_target(target: &str) -> anyhow::Result<(&str, &str)> {
+    let Some((namespace, name)) = target.split_once('/') else {
+        bail!("{target:?}: expected NAMESPACE/NAME");
+    };
+    names::validate_namespace(namespace).map_err(anyhow::Error::msg)?;
+    names::validate_pod_name(name).map_err(anyhow::Error::msg)?;
+    Ok((namespace, name))
+}
+
+/// Asks a running placer.
+async fn from_server(
+    args: &ExplainArgs,
+    server: &str,
+    namespace: &str,
+    name: &str,
+) -> anyhow::Result<String> {
+    let url: axum::http::Uri = server
+        .parse()
+        .with_context(|| format!("--server {server:?}: not a URL"))?;
+    let mut config = kube::Config::new(url);
+    if let Some(ca) = &args.ca_file {
+        let certs = CertificateDer::pem_file_iter(ca)
+            .and_then(|i| i.collect::<Result<Vec<_>, _>>())
+            .map_err(|e| anyhow::anyhow!("--ca-file {}: {e}", ca.display()))?;
+        config.root_cert = Some(certs.into_iter().map(|c| c.to_vec()).collect());
+    }
+    config.auth_info.client_certificate = args
+        .client_cert_file
+        .as_ref()
+        .map(|p| p.display().to_string());
+    config.auth_info.client_key = args
+        .client_key_file
+        .as_ref()
+        .map(|p| p.display().to_string());
+    let client = Client::try_from(config).context("building the HTTP client")?;
+    let format = match args.format {
+        OutputFormat::Table => "table",
+        OutputFormat::Json => "json",
+    };
+    let request =
+        axum::http::Request::get(format!("/explain/pods/{namespace}/{name}?format={format}"))
+            .body(kube::client::Body::empty())
+            .context("building the request")?;
+    let response = client
+        .send(request)
+        .await
+        .with_context(|| format!("asking {server}"))?;
+    let status = response.status();
+    let bytes = http_body_util::BodyExt::collect(response.into_body())
+        .await
+        .with_context(|| format!("reading the answer of {server}"))?
+        .to_bytes();
+    let body = String::from_utf8_lossy(&bytes).into_owned();
+    if !status.is_success() {
+        let message = serde_json::from_str::<serde_json::Value>(&body)
+            .ok()
+            .and_then(|v| v["Error"].as_str().map(str::to_string))
+            .unwrap_or(body);
+        bail!("{server} answered {status}: {message}");
+    }
+    Ok(body)
+}
+
+async fn api_client(kubeconfig: Option<&Path>) -> anyhow::Result<Client> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let kc = Kubeconfig::read_from(path)
+                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+                .await
+                .with_context(|| format!("using kubeconfig {}", path.display()))?
+        }
+        None => kube::Config::infer()
+            .await
+            .context("finding cluster credentials (in-cluster, KUBECONFIG, ~/.kube/config)")?,
+    };
+    Client::try_from(config).context("building the API client")
+}
+
+/// Lists the cluster once into a fresh cache and explains from it.
+async fn one_shot(args: &ExplainArgs, namespace: &str, name: &str) -> anyhow::Result<String> {
+    let compiled = CompiledPolicy::new(policy::load(&args.policy)?);
+    let client = api_client(args.kubeconfig.as_deref()).await?;
+    let mut state = ClusterState::with_dimensions(&compiled.count_dimensions());
+    let nodes = Api::<Node>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .context("listing nodes")?;
+    state.replace_nodes(nodes.items.iter().map(NodeInfo::from).collect());
+    let pods = Api::<Pod>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .context("listing pods")?;
+    let (assigned, pending): (Vec<PodInfo>, Vec<PodInfo>) = pods
+        .items
+        .iter()
+        .map(PodInfo::from)
+        .partition(|p| p.node_name.is_some());
+    state.replace_pods(assigned);
+    keyed::<PodDisruptionBudget, DisruptionBudget>(&client, &mut state, "poddisruptionbudgets")
+        .await;
+    keyed::<PersistentVolumeClaim, ClaimInfo>(&client, &mut state, "persistentvolumeclaims").await;
+    keyed::<PersistentVolume, VolumeInfo>(&client, &mut state, "persistentvolumes").await;
+    keyed::<StorageClass, StorageClassInfo>(&client, &mut state, "storageclasses").await;
+    keyed::<Namespace, NamespaceInfo>(&client, &mut state, "namespaces").await;
+    keyed::<Service, ServiceSelector>(&client, &mut state, "services").await;
+    keyed::<ReplicationController, ReplicationControllerSelector>(
+        &client,
+        &mut state,
+        "replicationcontrollers",
+    )
+    .await;
+    keyed::<ReplicaSet, ReplicaSetSelector>(&client, &mut state, "replicasets").await;
+    keyed::<StatefulSet, StatefulSetSelector>(&client, &mut state, "statefulsets").await;
+    let in_tree = if args.mode.serves_verbs() {
+        Some(Arc::new(match &args.kube_scheduler_config {
+            Some(path) => InTree::from_file(path)?,
+            None => InTree::defaults()?,
+        }))
+    } else {
+        None
+    };
+    let explainer = Explainer {
+        policy: Arc::new(ArcSwap::from_pointee(compiled)),
+        cache: Arc::new(Cache::from_state(state)),
+        mode: args.mode,
+        pending: Arc::new(PendingPods::from_pods(pending)),
+        in_tree,
+        diagnoses: Arc::new(Diagnoses::new(0)),
+    };
+    let Some(pod) = explainer.find(namespace, name) else {
+        bail!("pod {namespace}/{name} not found");
+    };
+    let answer = explainer.explain(pod).map_err(anyhow::Error::msg)?;
+    Ok(match args.format {
+        OutputFormat::Table => http::text(&answer),
+        OutputFormat::Json => serde_json::to_string_pretty(&http::json(&answer))
+            .context("encoding the explanation")?,
+    })
+}
+
+/// Lists one kind into its store; a kind that cannot be listed (RBAC, an
+/// API the cluster does not serve) is reported and left empty, as a watch
+/// that has not synced would leave it.
+async fn keyed<K, R>(client: &Client, state: &mut ClusterState, plural: &str)
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+    K::DynamicType: Default,
+    R: Stored + for<'a> From<&'a K>,
+{
+    match Api::<K>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+    {
+        Ok(list) => state
+            .objects_mut::<R>()
+            .replace(list.items.iter().map(R::from).collect()),
+        Err(e) => eprintln!("warning: listing {plural}: {e}; explaining without them"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_are_namespace_slash_name_checked_by_part() {
+        assert_eq!(split_target("default/web-0").unwrap(), ("default", "web-0"));
+        let e = split_target("web-0").unwrap_err().to_string();
+        assert!(e.contains("expected NAMESPACE/NAME"), "{e}");
+        let e = split_target("Default/web").unwrap_err().to_string();
+        assert!(e.starts_with("namespace \"Default\""), "{e}");
+        let e = split_target("default/a/b").unwrap_err().to_string();
+        assert!(e.starts_with("name \"a/b\""), "{e}");
+    }
+}

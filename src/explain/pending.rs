@@ -1,0 +1,181 @@
+//! Pods no scheduler has placed yet (`spec.nodeName` empty), by
+//! `namespace/name`: the cluster cache keeps assigned pods only, so the pods
+//! people ask "why pending?" about live here.
+//!
+//! Fed by one list-and-watch of `spec.nodeName=` pods (the same loop and
+//! health reporting as the cache's watches), or from a snapshot file's
+//! unassigned pods. A pod that gets bound leaves the field selector, which the
+//! watch reports as a deletion, so the store holds pending pods only and also
+//! drops their diagnoses ([`super::Diagnoses`]).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::{Api, Client};
+use parking_lot::RwLock;
+use tracing::info;
+
+use super::Diagnoses;
+use crate::cache::Cache;
+use crate::cache::watch_stream::{self, Step};
+use crate::objects::PodInfo;
+
+/// Only unassigned pods.
+const UNASSIGNED_PODS: &str = "spec.nodeName=";
+
+/// The pending pods, converted once ([`PodInfo`]: only what plugins read).
+#[derive(Debug, Default)]
+pub struct PendingPods {
+    pods: RwLock<HashMap<String, Arc<PodInfo>>>,
+    synced: AtomicBool,
+}
+
+fn key(namespace: &str, name: &str) -> String {
+    format!("{namespace}/{name}")
+}
+
+impl PendingPods {
+    /// An empty, unsynced store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A synced store holding `pods` (snapshot files, tests); assigned pods are skipped.
+    pub fn from_pods(pods: impl IntoIterator<Item = PodInfo>) -> Self {
+        let store = Self::new();
+        store.replace(pods.into_iter().collect());
+        store.synced.store(true, Ordering::Release);
+        store
+    }
+
+    /// The pending pod `namespace/name`.
+    pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<PodInfo>> {
+        self.pods.read().get(&key(namespace, name)).cloned()
+    }
+
+    /// How many pods are pending.
+    pub fn len(&self) -> usize {
+        self.pods.read().len()
+    }
+
+    /// True when no pod is pending.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// True once the first list is in (without it, "not found" may be premature).
+    pub fn is_synced(&self) -> bool {
+        self.synced.load(Ordering::Acquire)
+    }
+
+    /// Adds or updates a pod; an assigned or terminal one is forgotten instead.
+    pub fn apply(&self, pod: PodInfo) {
+        let k = key(&pod.namespace, &pod.name);
+        if pod.node_name.is_some() || pod.is_terminal() {
+            self.pods.write().remove(&k);
+        } else {
+            self.pods.write().insert(k, Arc::new(pod));
+        }
+    }
+
+    /// Forgets `namespace/name`.
+    pub fn delete(&self, namespace: &str, name: &str) {
+        self.pods.write().remove(&key(namespace, name));
+    }
+
+    /// Replaces every pod (a relist); returns the keys that went away.
+    pub fn replace(&self, pods: Vec<PodInfo>) -> Vec<String> {
+        let fresh: HashMap<String, Arc<PodInfo>> = pods
+            .into_iter()
+            .filter(|p| p.node_name.is_none() && !p.is_terminal())
+            .map(|p| (key(&p.namespace, &p.name), Arc::new(p)))
+            .collect();
+        let mut pods = self.pods.write();
+        let gone = pods
+            .keys()
+            .filter(|k| !fresh.contains_key(*k))
+            .cloned()
+            .collect();
+        *pods = fresh;
+        gone
+    }
+}
+
+/// Watches unassigned pods forever into `pending`; a pod that leaves (bound
+/// or deleted) also leaves `diagnoses`. Health is reported as kind
+/// `pendingpod` in `cache`'s watch health.
+pub async fn watch(
+    client: Client,
+    cache: Arc<Cache>,
+    pending: Arc<PendingPods>,
+    diagnoses: Arc<Diagnoses>,
+) {
+    let api: Api<Pod> = Api::all(client);
+    let health = cache.watches().kind("pendingpod");
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<(Instant, Step<Pod>)>(1024);
+    tokio::spawn(watch_stream::run(
+        api,
+        Some(UNASSIGNED_PODS.to_owned()),
+        health,
+        tx,
+    ));
+    while let Some((_, step)) = rx.recv().await {
+        match step {
+            Step::Listed(all) => {
+                let count = all.len();
+                for gone in pending.replace(all.iter().map(PodInfo::from).collect()) {
+                    diagnoses.forget_key(&gone);
+                }
+                pending.synced.store(true, Ordering::Release);
+                info!(kind = "pendingpod", count, "list applied");
+            }
+            Step::Applied(p) => {
+                let pod = PodInfo::from(&p);
+                if pod.node_name.is_some() || pod.is_terminal() {
+                    diagnoses.forget(&pod.namespace, &pod.name);
+                }
+                pending.apply(pod);
+            }
+            Step::Deleted(p) => {
+                let pod = PodInfo::from(&p);
+                pending.delete(&pod.namespace, &pod.name);
+                diagnoses.forget(&pod.namespace, &pod.name);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(name: &str, node: Option<&str>) -> PodInfo {
+        PodInfo {
+            name: name.into(),
+            namespace: "ns".into(),
+            node_name: node.map(str::to_string),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn holds_unassigned_pods_only() {
+        let store = PendingPods::from_pods([pod("a", None), pod("b", Some("n1"))]);
+        assert!(store.get("ns", "a").is_some());
+        assert!(
+            store.get("ns", "b").is_none(),
+            "assigned pods are the cache's"
+        );
+        store.apply(pod("a", Some("n1")));
+        assert!(store.get("ns", "a").is_none(), "a bound pod leaves");
+        store.apply(pod("c", None));
+        assert_eq!(
+            store.replace(vec![pod("d", None)]),
+            vec!["ns/c".to_string()]
+        );
+        assert_eq!(store.len(), 1);
+    }
+}

@@ -1,0 +1,272 @@
+//! PreFilter, Filter and PostFilter.
+
+use std::ops::ControlFlow;
+use std::sync::Arc;
+
+use rayon::prelude::*;
+
+use super::{ExtensionPoint, Framework, PARALLEL_MIN_NODES, PluginError};
+use crate::cache::ClusterState;
+use crate::framework::interface::{Diagnosis, Nominating, PostFilterResult};
+use crate::framework::{Code, CycleState, PreFilterResult, Status};
+use crate::objects::{NodeInfo, PodInfo};
+
+/// What PreFilter and Filter found for one pod over a node list.
+pub type Filtered = (CycleState, PreFilterResult, Vec<Option<Status>>);
+
+impl Framework {
+    /// Runs every PreFilter plugin; the first rejection stops the run.
+    pub fn pre_filter(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        cluster: &ClusterState,
+    ) -> PreFilterResult {
+        self.run_pre_filter(state, pod, cluster, true)
+    }
+
+    /// [`Framework::pre_filter`] without timing: for background re-checks,
+    /// which must not skew the per-plugin latency of real requests.
+    pub fn pre_filter_unobserved(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        cluster: &ClusterState,
+    ) -> PreFilterResult {
+        self.run_pre_filter(state, pod, cluster, false)
+    }
+
+    fn run_pre_filter(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        cluster: &ClusterState,
+        observe: bool,
+    ) -> PreFilterResult {
+        let mut result = PreFilterResult::default();
+        for wp in &self.plugins {
+            let Some(p) = wp.plugin.as_pre_filter() else {
+                continue;
+            };
+            let mut run = || p.pre_filter(state, pod, cluster);
+            let status = if observe {
+                self.timed(p.name(), ExtensionPoint::PreFilter, run)
+            } else {
+                run()
+            }
+            .with_plugin(p.name());
+            match status.code() {
+                Code::Success => {
+                    if let Some(names) = p.pre_filter_nodes(pod) {
+                        result.narrow(p.name(), names);
+                        if result.rejection.is_some() {
+                            break;
+                        }
+                    }
+                }
+                Code::Skip => result.skipped.push(status),
+                _ => {
+                    result.rejection = Some(status);
+                    break;
+                }
+            }
+        }
+        result
+    }
+
+    /// Runs the Filter plugins on one node in order, handing each status to
+    /// `visit` until it breaks.
+    fn visit_filters(
+        &self,
+        state: &CycleState,
+        pre: &PreFilterResult,
+        pod: &PodInfo,
+        node: &NodeInfo,
+        cluster: &ClusterState,
+        mut visit: impl FnMut(Status) -> ControlFlow<()>,
+    ) {
+        if let Some(rejection) = &pre.rejection {
+            let _ = visit(rejection.clone());
+            return;
+        }
+        if let Some(status) = pre.ruled_out(&node.name) {
+            let _ = visit(status);
+            return;
+        }
+        for wp in &self.plugins {
+            let Some(p) = wp.plugin.as_filter() else {
+                continue;
+            };
+            if let Some(skip) = pre.skipped(p.name()) {
+                if visit(skip.clone()).is_break() {
+                    return;
+                }
+                continue;
+            }
+            let status = p.filter(state, pod, node, cluster).with_plugin(p.name());
+            if visit(status).is_break() {
+                return;
+            }
+        }
+    }
+
+    /// The first rejecting status for `node`, or `None` when it fits.
+    pub fn filter_node(
+        &self,
+        state: &CycleState,
+        pre: &PreFilterResult,
+        pod: &PodInfo,
+        node: &NodeInfo,
+        cluster: &ClusterState,
+    ) -> Option<Status> {
+        let mut failure = None;
+        self.visit_filters(state, pre, pod, node, cluster, |s| {
+            if s.is_success() {
+                ControlFlow::Continue(())
+            } else {
+                failure = Some(s);
+                ControlFlow::Break(())
+            }
+        });
+        failure
+    }
+
+    /// PreFilter and Filter for `pod` on `node` alone, on a fresh cycle state:
+    /// the first rejecting status, or `None` when it fits. PostFilter plugins
+    /// use it on hypothetical cluster states, re-running PreFilter where (kube-scheduler's
+    /// kube-scheduler updates it with `AddPod`/`RemovePod`; it is not
+    /// timed, so simulations do not skew the per-plugin latency metrics.
+    pub fn fits(&self, pod: &PodInfo, node: &NodeInfo, cluster: &ClusterState) -> Option<Status> {
+        let mut state = CycleState::new();
+        let pre = self.run_pre_filter(&mut state, pod, cluster, false);
+        self.filter_node(&state, &pre, pod, node, cluster)
+    }
+
+    /// Runs the PostFilter plugins in order, as kube-scheduler's
+    /// `RunPostFilterPlugins`: the first `Success`, `UnschedulableAndUnresolvable`
+    /// or `Error` ends the run; otherwise the reasons of every plugin are
+    /// joined and the last nomination change any of them asked for is kept.
+    pub fn post_filter(
+        &self,
+        pod: &PodInfo,
+        diagnosis: &Diagnosis<'_>,
+        cluster: &mut ClusterState,
+    ) -> PostFilterResult {
+        let mut reasons: Vec<String> = Vec::new();
+        let mut nominating = Nominating::Unchanged;
+        let mut rejector = None;
+        for wp in &self.plugins {
+            let Some(p) = wp.plugin.as_post_filter() else {
+                continue;
+            };
+            let mut r = self.timed(p.name(), ExtensionPoint::PostFilter, || {
+                p.post_filter(self, pod, diagnosis, cluster)
+            });
+            r.status = r.status.with_plugin(p.name());
+            match r.status.code() {
+                Code::Success | Code::UnschedulableAndUnresolvable | Code::Error => return r,
+                _ => {}
+            }
+            if r.nominating != Nominating::Unchanged {
+                nominating = r.nominating;
+            }
+            reasons.extend(r.status.reasons().iter().cloned());
+            rejector.get_or_insert(p.name());
+        }
+        let mut status = Status::from_reasons(Code::Unschedulable, reasons);
+        if let Some(name) = rejector {
+            status = status.with_plugin(name);
+        }
+        PostFilterResult { status, nominating }
+    }
+
+    /// Every Filter plugin's status for `node` (for explanations).
+    pub fn filter_node_all(
+        &self,
+        state: &CycleState,
+        pre: &PreFilterResult,
+        pod: &PodInfo,
+        node: &NodeInfo,
+        cluster: &ClusterState,
+    ) -> Vec<Status> {
+        let mut all = Vec::new();
+        self.visit_filters(state, pre, pod, node, cluster, |s| {
+            all.push(s);
+            ControlFlow::Continue(())
+        });
+        all
+    }
+
+    /// The first rejecting status of every node (`None` = fits), in node order.
+    ///
+    /// Runs plugin by plugin over the nodes still feasible (the same verdicts
+    /// as node by node, since each node stops at its first rejection), so each
+    /// plugin's time is measured once per request, in parallel when the
+    /// request is large.
+    pub fn filter_nodes(
+        &self,
+        state: &CycleState,
+        pre: &PreFilterResult,
+        pod: &PodInfo,
+        nodes: &[Arc<NodeInfo>],
+        cluster: &ClusterState,
+    ) -> Vec<Option<Status>> {
+        if let Some(rejection) = &pre.rejection {
+            return vec![Some(rejection.clone()); nodes.len()];
+        }
+        let mut verdicts: Vec<Option<Status>> =
+            nodes.iter().map(|n| pre.ruled_out(&n.name)).collect();
+        for wp in &self.plugins {
+            let Some(p) = wp.plugin.as_filter() else {
+                continue;
+            };
+            if pre.skipped(p.name()).is_some() {
+                continue;
+            }
+            self.timed(p.name(), ExtensionPoint::Filter, || {
+                let one = |(v, n): (&mut Option<Status>, &Arc<NodeInfo>)| {
+                    if v.is_none() {
+                        let s = p.filter(state, pod, n, cluster);
+                        if !s.is_success() {
+                            *v = Some(s.with_plugin(p.name()));
+                        }
+                    }
+                };
+                if nodes.len() >= PARALLEL_MIN_NODES {
+                    verdicts.par_iter_mut().zip(nodes.par_iter()).for_each(one);
+                } else {
+                    verdicts.iter_mut().zip(nodes.iter()).for_each(one);
+                }
+            });
+        }
+        verdicts
+    }
+
+    /// PreFilter and Filter of one scheduling attempt over `nodes` on a fresh
+    /// cycle state (kube-scheduler's `findNodesThatFitPod`): the cycle state,
+    /// the PreFilter result and each node's first rejection. An `Error` from
+    /// any plugin fails the attempt.
+    pub fn find_feasible(
+        &self,
+        pod: &PodInfo,
+        nodes: &[Arc<NodeInfo>],
+        cluster: &ClusterState,
+    ) -> Result<Filtered, PluginError> {
+        let mut state = CycleState::new();
+        let pre = self.pre_filter(&mut state, pod, cluster);
+        if let Some(rejection) = pre.rejection.as_ref().filter(|r| r.code() == Code::Error) {
+            return Err(PluginError {
+                point: ExtensionPoint::PreFilter,
+                status: rejection.clone(),
+            });
+        }
+        let verdicts = self.filter_nodes(&state, &pre, pod, nodes, cluster);
+        if let Some(s) = verdicts.iter().flatten().find(|s| s.code() == Code::Error) {
+            return Err(PluginError {
+                point: ExtensionPoint::Filter,
+                status: s.clone(),
+            });
+        }
+        Ok((state, pre, verdicts))
+    }
+}

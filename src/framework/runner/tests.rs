@@ -1,0 +1,293 @@
+//! Runner tests: the weighted sum, skips and the parallel Filter path.
+
+use std::sync::Arc;
+
+use super::*;
+use crate::cache::ClusterState;
+use crate::framework::interface::{
+    FilterPlugin, PreEnqueuePlugin, PreScorePlugin, QueueSortPlugin, QueuedPodInfo, ScorePlugin,
+};
+use crate::framework::{Code, CycleState, NodeScore, PreFilterResult, Status};
+use crate::objects::{NodeInfo, PodInfo};
+
+/// A score plugin returning a fixed raw value per node name, for runner tests.
+struct Fixed {
+    name: &'static str,
+    raw: fn(&str) -> i64,
+    skip: bool,
+}
+impl Plugin for Fixed {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+    fn as_score(&self) -> Option<&dyn ScorePlugin> {
+        Some(self)
+    }
+    fn as_pre_score(&self) -> Option<&dyn PreScorePlugin> {
+        Some(self)
+    }
+}
+impl PreScorePlugin for Fixed {
+    fn pre_score(
+        &self,
+        _: &mut CycleState,
+        _: &PodInfo,
+        _: &[Arc<NodeInfo>],
+        _: &ClusterState,
+    ) -> Status {
+        if self.skip {
+            Status::skip("not for this pod")
+        } else {
+            Status::success()
+        }
+    }
+}
+impl ScorePlugin for Fixed {
+    fn score(
+        &self,
+        _: &CycleState,
+        _: &PodInfo,
+        n: &NodeInfo,
+        _: &ClusterState,
+    ) -> Result<NodeScore, Status> {
+        Ok(NodeScore::value((self.raw)(&n.name)))
+    }
+}
+
+struct RejectB;
+impl Plugin for RejectB {
+    fn name(&self) -> &'static str {
+        "RejectB"
+    }
+    fn as_filter(&self) -> Option<&dyn FilterPlugin> {
+        Some(self)
+    }
+}
+impl FilterPlugin for RejectB {
+    fn filter(&self, _: &CycleState, _: &PodInfo, n: &NodeInfo, _: &ClusterState) -> Status {
+        if n.name == "b" {
+            Status::unresolvable("b is not allowed")
+        } else {
+            Status::success()
+        }
+    }
+}
+
+fn nodes(names: &[&str]) -> Vec<Arc<NodeInfo>> {
+    names
+        .iter()
+        .map(|n| Arc::new(NodeInfo::new(n, Vec::<(String, String)>::new())))
+        .collect()
+}
+
+/// A score plugin `name` with weight `weight`.
+fn fixed(
+    name: &'static str,
+    raw: fn(&str) -> i64,
+    skip: bool,
+    weight: i64,
+) -> (Arc<dyn Plugin>, i64) {
+    (Arc::new(Fixed { name, raw, skip }), weight)
+}
+
+/// Scores nodes `names` for an empty pod in an empty cluster.
+fn score(f: &Framework, names: &[&str]) -> ScoreTable {
+    f.score(
+        &mut CycleState::new(),
+        &PodInfo::default(),
+        &nodes(names),
+        &ClusterState::default(),
+    )
+    .unwrap()
+}
+
+fn fw(plugins: Vec<(Arc<dyn Plugin>, i64)>) -> Framework {
+    Framework::new(
+        "p",
+        plugins
+            .into_iter()
+            .map(|(plugin, weight)| WeightedPlugin { plugin, weight })
+            .collect(),
+    )
+}
+
+#[test]
+fn weighted_sum_clamps_and_rounds_half_up() {
+    let f = fw(vec![
+        fixed("A", |n| if n == "a" { 100 } else { 250 }, false, 2),
+        fixed("B", |n| if n == "a" { -5 } else { 25 }, false, 1),
+    ]);
+    let t = score(&f, &["a", "b"]);
+    // a: 2×100 + 1×0 (clamped from -5) = 200; b: 2×100 (clamped from 250) + 25 = 225.
+    assert_eq!(t.totals, vec![200, 225]);
+    assert_eq!(t.weight_sum, 3);
+    // 10 × 200 / 300 = 6.67 → 7; 10 × 225 / 300 = 7.5 → 8 (half up).
+    assert_eq!((t.extender_score(0), t.extender_score(1)), (7, 8));
+    assert!((t.extender_score_exact(1) - 7.5).abs() < 1e-9);
+    assert_eq!(t.plugins[1].scores[0].raw, Some(-5));
+    assert_eq!(t.plugins[1].scores[0].score, 0);
+}
+
+#[test]
+fn skipped_plugins_leave_the_weight_sum() {
+    let f = fw(vec![
+        fixed("A", |_| 50, false, 1),
+        fixed("S", |_| 100, true, 5),
+    ]);
+    let t = score(&f, &["a"]);
+    assert_eq!(t.weight_sum, 1);
+    assert_eq!(t.extender_score(0), 5);
+    assert!(t.plugins[1].skipped.is_some());
+    assert!(t.plugins[1].scores.is_empty());
+}
+
+#[test]
+fn all_skipped_scores_zero() {
+    let f = fw(vec![fixed("S", |_| 100, true, 1)]);
+    let t = score(&f, &["a"]);
+    assert_eq!((t.extender_score(0), t.extender_score_exact(0)), (0, 0.0));
+}
+
+#[test]
+fn filter_reports_first_failure_with_plugin_name_in_parallel_too() {
+    let f = fw(vec![(Arc::new(RejectB), 1)]);
+    let names: Vec<String> = (0..PARALLEL_MIN_NODES + 1)
+        .map(|i| if i == 7 { "b".into() } else { format!("n{i}") })
+        .collect();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let ns = nodes(&refs);
+    let out = f.filter_nodes(
+        &CycleState::new(),
+        &PreFilterResult::default(),
+        &PodInfo::default(),
+        &ns,
+        &ClusterState::default(),
+    );
+    assert_eq!(out.iter().filter(|s| s.is_some()).count(), 1);
+    let s = out[7].as_ref().unwrap();
+    assert_eq!(s.plugin(), "RejectB");
+    assert_eq!(s.code(), Code::UnschedulableAndUnresolvable);
+}
+
+/// Records every observation, for the timing tests.
+#[derive(Default)]
+struct Recorder(parking_lot::Mutex<Vec<(&'static str, ExtensionPoint)>>);
+impl Observer for Recorder {
+    fn plugin_duration(&self, plugin: &'static str, point: ExtensionPoint, _: f64) {
+        self.0.lock().push((plugin, point));
+    }
+}
+
+#[test]
+fn every_scoring_point_is_timed_including_pre_score() {
+    let recorder = Arc::new(Recorder::default());
+    let f = fw(vec![
+        fixed("A", |_| 50, false, 1),
+        fixed("S", |_| 50, true, 1),
+    ])
+    .with_observer(recorder.clone());
+    score(&f, &["a", "b"]);
+    assert_eq!(
+        *recorder.0.lock(),
+        [
+            ("A", ExtensionPoint::PreScore),
+            ("S", ExtensionPoint::PreScore),
+            ("A", ExtensionPoint::Score),
+            ("A", ExtensionPoint::NormalizeScore),
+        ],
+        "one observation per plugin and point; a skipped plugin is not scored"
+    );
+}
+
+/// A PreEnqueue plugin that holds back pods labelled with its name.
+struct Gate(&'static str);
+impl Plugin for Gate {
+    fn name(&self) -> &'static str {
+        self.0
+    }
+    fn as_pre_enqueue(&self) -> Option<&dyn PreEnqueuePlugin> {
+        Some(self)
+    }
+}
+impl PreEnqueuePlugin for Gate {
+    fn pre_enqueue(&self, pod: &PodInfo) -> Status {
+        if pod.labels.contains_key(self.0) {
+            Status::unresolvable(format!("held by {}", self.0))
+        } else {
+            Status::success()
+        }
+    }
+}
+
+/// A QueueSort plugin: lower names first.
+struct ByName;
+impl Plugin for ByName {
+    fn name(&self) -> &'static str {
+        "ByName"
+    }
+    fn as_queue_sort(&self) -> Option<&dyn QueueSortPlugin> {
+        Some(self)
+    }
+}
+impl QueueSortPlugin for ByName {
+    fn less(&self, a: &QueuedPodInfo, b: &QueuedPodInfo) -> bool {
+        a.pod.name < b.pod.name
+    }
+}
+
+#[test]
+fn pre_enqueue_stops_at_the_first_gate_names_it_and_is_timed() {
+    let recorder = Arc::new(Recorder::default());
+    let f = fw(vec![
+        (Arc::new(Gate("g1")), 1),
+        fixed("A", |_| 0, false, 1),
+        (Arc::new(Gate("g2")), 1),
+    ])
+    .with_observer(recorder.clone());
+    let mut pod = PodInfo::default();
+    assert!(f.pre_enqueue(&pod).is_success());
+    pod.labels.insert("g1".into(), String::new());
+    pod.labels.insert("g2".into(), String::new());
+    let s = f.pre_enqueue(&pod);
+    assert_eq!((s.plugin(), s.message().as_str()), ("g1", "held by g1"));
+    assert_eq!(
+        *recorder.0.lock(),
+        [
+            ("g1", ExtensionPoint::PreEnqueue),
+            ("g2", ExtensionPoint::PreEnqueue),
+            ("g1", ExtensionPoint::PreEnqueue),
+        ]
+    );
+}
+
+#[test]
+fn queue_sort_is_the_profiles_plugin() {
+    assert!(fw(vec![fixed("A", |_| 0, false, 1)]).queue_sort().is_none());
+    let sort = fw(vec![fixed("A", |_| 0, false, 1), (Arc::new(ByName), 1)])
+        .queue_sort()
+        .unwrap();
+    assert_eq!(sort.name(), "ByName");
+    let queued = |name: &str| QueuedPodInfo {
+        pod: Arc::new(PodInfo {
+            name: name.into(),
+            ..Default::default()
+        }),
+        timestamp: std::time::Instant::now(),
+        attempts: 0,
+    };
+    assert!(sort.less(&queued("a"), &queued("b")));
+    assert!(!sort.less(&queued("b"), &queued("a")));
+    assert!(QueueSort::new(Arc::new(RejectB)).is_none());
+}
+
+#[test]
+fn plugin_errors_name_the_point_and_the_plugin() {
+    let e = PluginError {
+        point: ExtensionPoint::PreFilter,
+        status: Status::error("state missing").with_plugin("X"),
+    };
+    assert_eq!(
+        e.to_string(),
+        r#"running PreFilter plugin "X": state missing"#
+    );
+}

@@ -1,0 +1,251 @@
+//! Queue tests on paused time: order, backoff, the unschedulable pool,
+//! gates, pods in flight and relists.
+
+use super::*;
+use crate::framework::{Plugin, QueueSortPlugin};
+
+/// Priority first, then earlier timestamp (PrioritySort's order).
+struct ByPriority;
+impl Plugin for ByPriority {
+    fn name(&self) -> &'static str {
+        "ByPriority"
+    }
+}
+impl QueueSortPlugin for ByPriority {
+    fn less(&self, a: &QueuedPodInfo, b: &QueuedPodInfo) -> bool {
+        (a.pod.priority, std::cmp::Reverse(a.timestamp))
+            > (b.pod.priority, std::cmp::Reverse(b.timestamp))
+    }
+}
+
+fn queue() -> SchedulingQueue {
+    let gate: PreEnqueue = Arc::new(|p: &PodInfo| {
+        if p.labels.contains_key("gated") {
+            Status::unresolvable("waiting for scheduling gates")
+        } else {
+            Status::success()
+        }
+    });
+    SchedulingQueue::new(
+        QueueSort::from_sort(Arc::new(ByPriority)),
+        gate,
+        QueueTimings::default(),
+    )
+}
+
+fn pod(name: &str, priority: i32) -> PodInfo {
+    PodInfo {
+        name: name.into(),
+        namespace: "ns".into(),
+        priority,
+        ..Default::default()
+    }
+}
+
+fn names(q: &SchedulingQueue) -> Vec<String> {
+    std::iter::from_fn(|| q.try_pop())
+        .map(|i| i.pod.name.clone())
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn active_order_is_priority_then_arrival() {
+    let q = queue();
+    q.add_or_update(pod("low", 0));
+    tokio::time::advance(Duration::from_millis(1)).await;
+    q.add_or_update(pod("high", 10));
+    tokio::time::advance(Duration::from_millis(1)).await;
+    q.add_or_update(pod("low2", 0));
+    q.add_or_update(pod("low", 0)); // an update keeps its place and timestamp
+    assert_eq!(names(&q), ["high", "low", "low2"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn backoff_doubles_to_ten_seconds() {
+    let q = queue();
+    let secs: Vec<u64> = (1..=6).map(|a| q.backoff_for(a).as_secs()).collect();
+    assert_eq!(secs, [1, 2, 4, 8, 10, 10]);
+    q.add_or_update(pod("p", 0));
+    let info = q.try_pop().unwrap();
+    q.requeue(info, false);
+    assert_eq!(q.lengths().backoff, 1);
+    assert!(q.try_pop().is_none(), "still backing off");
+    tokio::time::advance(Duration::from_millis(1001)).await;
+    let info = q.try_pop().expect("backoff over");
+    assert_eq!(info.attempts, 1);
+    q.requeue(info, false);
+    tokio::time::advance(Duration::from_millis(1500)).await;
+    assert!(q.try_pop().is_none(), "second backoff is 2 s");
+    tokio::time::advance(Duration::from_millis(600)).await;
+    assert_eq!(q.try_pop().unwrap().attempts, 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn unschedulable_pods_wait_for_an_event_or_five_minutes() {
+    let q = queue();
+    q.add_or_update(pod("a", 0));
+    q.add_or_update(pod("b", 0));
+    let a = q.try_pop().unwrap();
+    let b = q.try_pop().unwrap();
+    q.requeue(a, true);
+    q.requeue(b, true);
+    tokio::time::advance(Duration::from_secs(30)).await;
+    assert_eq!(q.lengths().unschedulable, 2);
+    assert!(q.try_pop().is_none(), "no event yet");
+    q.move_all_on_event();
+    assert_eq!(
+        names(&q).len(),
+        2,
+        "backoff already over: straight to active"
+    );
+
+    q.add_or_update(pod("c", 0));
+    let c = q.try_pop().unwrap();
+    q.requeue(c, true);
+    q.flush_unschedulable();
+    assert_eq!(q.lengths().unschedulable, 1, "not five minutes yet");
+    tokio::time::advance(Duration::from_secs(301)).await;
+    q.flush_unschedulable();
+    assert_eq!(names(&q), ["c"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn event_during_backoff_waits_for_the_backoff() {
+    let q = queue();
+    q.add_or_update(pod("a", 0));
+    let a = q.try_pop().unwrap();
+    q.requeue(a, true);
+    q.move_all_on_event();
+    assert_eq!(q.lengths().backoff, 1);
+    assert!(q.try_pop().is_none());
+    tokio::time::advance(Duration::from_millis(1001)).await;
+    assert_eq!(names(&q), ["a"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn gated_pods_wait_outside_until_ungated_and_deletes_leave() {
+    let q = queue();
+    let mut gated = pod("g", 0);
+    gated.labels.insert("gated".into(), "yes".into());
+    q.add_or_update(gated.clone());
+    assert_eq!(q.lengths().gated, 1);
+    assert!(q.try_pop().is_none());
+    gated.labels.clear();
+    q.add_or_update(gated);
+    assert_eq!(names(&q), ["g"]);
+
+    q.add_or_update(pod("d", 0));
+    q.delete("ns", "d");
+    assert!(q.try_pop().is_none());
+    assert_eq!(q.lengths(), QueueLengths::default());
+}
+
+#[tokio::test(start_paused = true)]
+async fn requeue_to_backoff_wakes_a_waiting_pop() {
+    let q = Arc::new(queue());
+    q.add_or_update(pod("a", 0));
+    let a = q.try_pop().unwrap();
+    let q2 = q.clone();
+    // The loop waits in `pop` on an empty queue while `a` is being bound.
+    let waiter = tokio::spawn(async move { q2.pop().await.pod.name.clone() });
+    tokio::task::yield_now().await;
+    q.requeue(a, false);
+    let popped = tokio::time::timeout(Duration::from_secs(5), waiter).await;
+    assert_eq!(popped.expect("pod retried after its backoff").unwrap(), "a");
+}
+
+#[tokio::test(start_paused = true)]
+async fn unchanged_updates_keep_the_backoff_changed_ones_end_it() {
+    let q = queue();
+    q.add_or_update(pod("a", 0));
+    let a = q.try_pop().unwrap();
+    q.requeue(a, false);
+    // e.g. the PodScheduled condition placer wrote: nothing scheduling reads.
+    q.add_or_update(pod("a", 0));
+    assert_eq!(q.lengths().backoff, 1);
+    assert!(q.try_pop().is_none(), "still backing off");
+    let mut changed = pod("a", 0);
+    changed.labels.insert("app".into(), "x".into());
+    q.add_or_update(changed);
+    assert_eq!(names(&q), ["a"]);
+
+    let b = pod("b", 0);
+    q.add_or_update(b.clone());
+    let b_info = q.try_pop().unwrap();
+    q.requeue(b_info, true);
+    q.add_or_update(b);
+    assert_eq!(
+        q.lengths().unschedulable,
+        1,
+        "unchanged: still unschedulable"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn pods_in_flight_are_not_queued_twice_nor_requeued_once_deleted() {
+    let q = queue();
+    q.add_or_update(pod("a", 0));
+    let a = q.try_pop().unwrap();
+    let mut changed = pod("a", 0);
+    changed.labels.insert("app".into(), "x".into());
+    q.add_or_update(changed);
+    assert_eq!(q.lengths(), QueueLengths::default(), "a is in flight");
+    assert!(q.try_pop().is_none());
+    // Unschedulable, but the pod changed meanwhile: backoff, with the update.
+    q.requeue(a, true);
+    assert_eq!(q.lengths().backoff, 1);
+    tokio::time::advance(Duration::from_millis(1001)).await;
+    let a = q.try_pop().unwrap();
+    assert_eq!(a.pod.labels.get("app").map(String::as_str), Some("x"));
+
+    q.delete("ns", "a");
+    q.requeue(a, false);
+    assert_eq!(
+        q.lengths(),
+        QueueLengths::default(),
+        "deleted while in flight"
+    );
+
+    q.add_or_update(pod("b", 0));
+    let b = q.try_pop().unwrap();
+    q.done(&b.pod);
+    q.add_or_update(pod("b", 0));
+    assert_eq!(names(&q), ["b"], "a new version after done is queued again");
+}
+
+#[tokio::test(start_paused = true)]
+async fn pop_waits_for_backoff_and_new_pods() {
+    let q = Arc::new(queue());
+    q.add_or_update(pod("a", 0));
+    let a = q.pop().await;
+    q.requeue(a, false);
+    let started = Instant::now();
+    let again = q.pop().await;
+    assert_eq!(again.pod.name, "a");
+    assert!(started.elapsed() >= Duration::from_secs(1));
+    let q2 = q.clone();
+    let waiter = tokio::spawn(async move { q2.pop().await.pod.name.clone() });
+    tokio::task::yield_now().await;
+    q.add_or_update(pod("late", 0));
+    assert_eq!(waiter.await.unwrap(), "late");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_relist_drops_pods_it_no_longer_lists() {
+    let q = queue();
+    q.add_or_update(pod("flying-gone", 10));
+    for name in ["kept", "gone", "nominated-gone"] {
+        q.add_or_update(pod(name, 0));
+    }
+    q.nominator().nominate(&pod("nominated-gone", 0), "n1");
+    // The highest-priority pod is in flight when the relist arrives.
+    let popped = q.try_pop().expect("a pod");
+    assert_eq!(popped.pod.name, "flying-gone");
+    let present: HashSet<String> = ["ns/kept".to_string()].into();
+    assert_eq!(q.retain_only(&present), 3);
+    assert!(q.nominator().node_of(&pod("nominated-gone", 0)).is_none());
+    // The dropped pod in flight is not requeued when its attempt fails.
+    q.requeue(popped, false);
+    tokio::time::advance(Duration::from_secs(20)).await;
+    assert_eq!(names(&q), ["kept"]);
+}

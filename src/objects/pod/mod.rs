@@ -1,0 +1,258 @@
+//! The view of a pod that plugins read.
+//!
+//! Both the HTTP verbs (a Pod in kube-scheduler's JSON) and the watch cache
+//! (k8s-openapi `Pod`s) produce a [`PodInfo`], so a plugin is written once.
+//! Only the fields placer's plugins use are kept; everything else in the JSON
+//! is skipped while decoding, which is both faster and more forgiving of
+//! fields newer than this build.
+//!
+//! | file | what |
+//! | --- | --- |
+//! | `mod.rs` | the view and what both decoders share (effective requests, host ports) |
+//! | `convert.rs` | from a k8s-openapi `Pod` (the watch cache) |
+//! | `wire.rs` | straight from kube-scheduler's JSON (the HTTP verbs) |
+
+mod convert;
+#[cfg(test)]
+mod tests;
+mod wire;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Affinity, Toleration, TopologySpreadConstraint};
+
+use crate::objects::resources::{ContainerRequests, Resources, pod_requests};
+
+/// The fields of a pod that scheduling decisions depend on.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PodInfo {
+    /// `metadata.name`.
+    pub name: String,
+    /// `metadata.namespace` (empty when the JSON had none).
+    pub namespace: String,
+    /// `metadata.uid`.
+    pub uid: String,
+    /// `metadata.labels`.
+    pub labels: BTreeMap<String, String>,
+    /// `metadata.annotations`.
+    pub annotations: BTreeMap<String, String>,
+    /// `spec.priority`; a missing priority counts as 0, as kube-scheduler does.
+    pub priority: i32,
+    /// `spec.schedulerName` (empty when absent; the API server defaults it).
+    pub scheduler_name: String,
+    /// `spec.nodeName`, set once the pod is bound (or assumed).
+    pub node_name: Option<String>,
+    /// `status.phase`.
+    pub phase: Option<String>,
+    /// `metadata.deletionTimestamp` is set: the pod is terminating.
+    pub deleting: bool,
+    /// The owner reference with `controller: true` (its ReplicaSet, ...).
+    pub controller: Option<ControllerRef>,
+    /// The placement requirements in the spec (shared: cheap to clone).
+    pub spec: Arc<PodSpecInfo>,
+    /// What preemption reads (standalone mode).
+    pub preemption: PreemptionInfo,
+}
+
+/// A pod's controlling owner.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ControllerRef {
+    /// `apiVersion`, e.g. `apps/v1`.
+    pub api_version: String,
+    /// `kind`, e.g. `ReplicaSet`.
+    pub kind: String,
+    /// `name`.
+    pub name: String,
+}
+
+impl ControllerRef {
+    /// The first owner reference marked `controller: true`, given as
+    /// `(controller, [apiVersion, kind, name])`.
+    fn first_of<'a>(
+        owners: impl IntoIterator<Item = (Option<bool>, [&'a String; 3])>,
+    ) -> Option<Self> {
+        owners
+            .into_iter()
+            .find(|(controller, _)| *controller == Some(true))
+            .map(|(_, [api_version, kind, name])| ControllerRef {
+                api_version: api_version.clone(),
+                kind: kind.clone(),
+                name: name.clone(),
+            })
+    }
+}
+
+/// The fields DefaultPreemption reads, from the spec and the status.
+///
+/// Equality looks at the spec part only: a pod whose status alone changed
+/// (placer just wrote its `nominatedNodeName`) is not a changed pod for the
+/// scheduling queue, as kube-scheduler ignores status-only updates.
+#[derive(Debug, Clone, Default)]
+pub struct PreemptionInfo {
+    /// `spec.preemptionPolicy: Never`: the pod waits rather than evicting others.
+    pub never: bool,
+    /// `status.nominatedNodeName`.
+    pub nominated_node: Option<String>,
+    /// `status.startTime` in seconds since the epoch; `None` until a kubelet starts the pod.
+    pub start_time: Option<i64>,
+    /// Carries a `DisruptionTarget` condition with reason
+    /// `PreemptionByScheduler`: a scheduler chose it as a victim.
+    pub preempted: bool,
+}
+
+impl PartialEq for PreemptionInfo {
+    fn eq(&self, other: &Self) -> bool {
+        self.never == other.never
+    }
+}
+
+/// `preemptionPolicy` value that keeps a pod from preempting.
+const PREEMPT_NEVER: &str = "Never";
+
+/// What a pod's spec asks of its node, reduced to what the filters read.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PodSpecInfo {
+    /// `spec.nodeSelector`.
+    pub node_selector: BTreeMap<String, String>,
+    /// `spec.affinity`.
+    pub affinity: Option<Affinity>,
+    /// `spec.tolerations`.
+    pub tolerations: Vec<Toleration>,
+    /// The effective request (containers, init containers, sidecars, overhead).
+    pub requests: Resources,
+    /// The same with each container's missing cpu/memory request counted at
+    /// kube-scheduler's scoring defaults (100m, 200Mi); used only for scoring.
+    pub non_zero_requests: Resources,
+    /// Host ports the pod's containers (and init containers) bind.
+    pub host_ports: Vec<HostPort>,
+    /// `spec.topologySpreadConstraints`.
+    pub topology_spread_constraints: Vec<TopologySpreadConstraint>,
+    /// Names of `spec.schedulingGates`; a gated pod is not scheduled.
+    pub scheduling_gates: Vec<String>,
+    /// Claims the pod's volumes need, in volume order.
+    pub pvc_claims: Vec<VolumeClaim>,
+}
+
+/// A PersistentVolumeClaim one of the pod's volumes needs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct VolumeClaim {
+    /// A `persistentVolumeClaim` volume's `claimName`, or the `<pod>-<volume>`
+    /// claim of a generic ephemeral volume.
+    pub name: String,
+    /// A generic ephemeral volume's claim (created for, and owned by, the pod).
+    pub ephemeral: bool,
+}
+
+impl VolumeClaim {
+    /// The claim of a `persistentVolumeClaim` volume.
+    pub fn named(name: &str) -> Self {
+        VolumeClaim {
+            name: name.to_string(),
+            ephemeral: false,
+        }
+    }
+
+    fn ephemeral(pod: &str, volume: &str) -> Self {
+        VolumeClaim {
+            name: format!("{pod}-{volume}"),
+            ephemeral: true,
+        }
+    }
+}
+
+/// One host port a container binds.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct HostPort {
+    /// `hostIP` ("" = all addresses, as "0.0.0.0").
+    pub ip: String,
+    /// `TCP`, `UDP` or `SCTP` (default `TCP`).
+    pub protocol: String,
+    /// `hostPort`.
+    pub port: i32,
+}
+
+/// A container as far as requests and ports go (shared by both decoders).
+struct ContainerView {
+    requests: Resources,
+    ports: Vec<HostPort>,
+    sidecar: bool,
+}
+
+fn host_port(host_port: Option<i32>, protocol: Option<&str>, ip: Option<&str>) -> Option<HostPort> {
+    let port = host_port.filter(|p| *p > 0)?;
+    Some(HostPort {
+        ip: ip
+            .filter(|i| !i.is_empty())
+            .unwrap_or("0.0.0.0")
+            .to_string(),
+        protocol: protocol
+            .filter(|p| !p.is_empty())
+            .unwrap_or("TCP")
+            .to_string(),
+        port,
+    })
+}
+
+/// Effective requests and host ports.
+fn requests_and_ports(
+    containers: &[ContainerView],
+    init: &[ContainerView],
+    overhead: &Resources,
+) -> Requests {
+    let regular: Vec<Resources> = containers.iter().map(|c| c.requests.clone()).collect();
+    let init_requests: Vec<ContainerRequests> = init
+        .iter()
+        .map(|c| ContainerRequests {
+            requests: c.requests.clone(),
+            sidecar: c.sidecar,
+        })
+        .collect();
+    let ports = init
+        .iter()
+        .chain(containers)
+        .flat_map(|c| c.ports.iter().cloned())
+        .collect();
+    let non_zero_regular: Vec<Resources> = regular
+        .iter()
+        .map(Resources::with_non_zero_defaults)
+        .collect();
+    let non_zero_init: Vec<ContainerRequests> = init_requests
+        .iter()
+        .map(|c| ContainerRequests {
+            requests: c.requests.with_non_zero_defaults(),
+            sidecar: c.sidecar,
+        })
+        .collect();
+    Requests {
+        requests: pod_requests(&regular, &init_requests, overhead),
+        non_zero: pod_requests(&non_zero_regular, &non_zero_init, overhead),
+        host_ports: ports,
+    }
+}
+
+/// The request-related parts of a spec, computed once.
+#[derive(Default)]
+struct Requests {
+    requests: Resources,
+    non_zero: Resources,
+    host_ports: Vec<HostPort>,
+}
+
+impl PodInfo {
+    /// `namespace/name`, as used in events and logs.
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+
+    /// Succeeded and Failed pods hold no resources and are not counted.
+    pub fn is_terminal(&self) -> bool {
+        matches!(self.phase.as_deref(), Some("Succeeded" | "Failed"))
+    }
+
+    /// Being deleted after a scheduler preempted it (kube-scheduler's
+    /// `PodTerminatingByPreemption`).
+    pub fn terminating_by_preemption(&self) -> bool {
+        self.deleting && self.preemption.preempted
+    }
+}

@@ -1,0 +1,169 @@
+//! Parsed node selector terms: what a pod requires of its node and what it
+//! prefers, reusable by every plugin that honours node affinity.
+
+use k8s_openapi::api::core::v1::{NodeSelector, NodeSelectorTerm, PreferredSchedulingTerm};
+
+use super::required_selector;
+use crate::objects::{NodeInfo, PodInfo};
+use crate::plugins::validation::{
+    FieldRequirement, LabelRequirement, aggregate, parse_field_requirement,
+    parse_label_requirement,
+};
+
+/// One parsed, non-empty `NodeSelectorTerm`: its requirements, ANDed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TermMatcher {
+    labels: Vec<LabelRequirement>,
+    fields: Vec<FieldRequirement>,
+}
+
+impl TermMatcher {
+    /// Parses `term`; errors are reported under `path`, as kube-scheduler does.
+    fn parse(term: &NodeSelectorTerm, path: &str) -> Result<Self, Vec<String>> {
+        let mut errs = Vec::new();
+        let mut labels = Vec::new();
+        for (i, r) in term.match_expressions.iter().flatten().enumerate() {
+            if let Some(l) =
+                parse_label_requirement(r, &format!("{path}.matchExpressions[{i}]"), &mut errs)
+            {
+                labels.push(l);
+            }
+        }
+        let mut fields = Vec::new();
+        for (i, r) in term.match_fields.iter().flatten().enumerate() {
+            if let Some(f) =
+                parse_field_requirement(r, &format!("{path}.matchFields[{i}]"), &mut errs)
+            {
+                fields.push(f);
+            }
+        }
+        if errs.is_empty() {
+            Ok(TermMatcher { labels, fields })
+        } else {
+            Err(errs)
+        }
+    }
+
+    /// True when every requirement holds for `node`. Field requirements are
+    /// not checked on a node without a name (kube-scheduler has no fields for it).
+    pub fn matches(&self, node: &NodeInfo) -> bool {
+        self.labels.iter().all(|r| r.matches(&node.labels))
+            && (node.name.is_empty() || self.fields.iter().all(|f| f.matches(&node.name)))
+    }
+}
+
+/// What the API server's validation would say of `term` (every requirement
+/// checked, errors under `path`); empty when it would accept it.
+pub(crate) fn term_errors(term: &NodeSelectorTerm, path: &str) -> Vec<String> {
+    TermMatcher::parse(term, path).err().unwrap_or_default()
+}
+
+fn is_empty_term(term: &NodeSelectorTerm) -> bool {
+    term.match_expressions.as_ref().is_none_or(Vec::is_empty)
+        && term.match_fields.as_ref().is_none_or(Vec::is_empty)
+}
+
+/// What a pod requires of its node: `spec.nodeSelector` and the required
+/// node affinity (`nodeaffinity.RequiredNodeAffinity`). Other plugins that
+/// honour node affinity (PodTopologySpread's `nodeAffinityPolicy`) can reuse it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RequiredNodeAffinity {
+    node_selector: Vec<(String, String)>,
+    /// `None`: no required affinity. `Some`: the terms that parsed, ORed
+    /// (empty: no node matches).
+    terms: Option<Vec<TermMatcher>>,
+}
+
+impl RequiredNodeAffinity {
+    /// Parses the pod's requirements (unparsable terms match nothing).
+    pub fn new(pod: &PodInfo) -> Self {
+        let required = required_selector(pod);
+        RequiredNodeAffinity {
+            node_selector: pod
+                .spec
+                .node_selector
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            terms: required.map(parse_required_terms),
+        }
+    }
+
+    /// No requirement at all: every node matches.
+    pub fn anywhere() -> Self {
+        RequiredNodeAffinity {
+            node_selector: Vec::new(),
+            terms: None,
+        }
+    }
+
+    /// Just the terms of `selector`, ORed, as `MatchNodeSelectorTerms` reads
+    /// them (a PersistentVolume's `nodeAffinity.required`).
+    pub fn from_selector(selector: &NodeSelector) -> Self {
+        RequiredNodeAffinity {
+            node_selector: Vec::new(),
+            terms: Some(parse_required_terms(selector)),
+        }
+    }
+
+    /// True when `node` satisfies the node selector and some required term.
+    pub fn matches(&self, node: &NodeInfo) -> bool {
+        self.node_selector
+            .iter()
+            .all(|(k, v)| node.labels.get(k) == Some(v.as_str()))
+            && self
+                .terms
+                .as_ref()
+                .is_none_or(|terms| terms.iter().any(|t| t.matches(node)))
+    }
+}
+
+/// `NewLazyErrorNodeSelector`: empty terms are dropped, and so are terms that
+/// fail to parse (they could never match, and their errors are ignored).
+fn parse_required_terms(selector: &NodeSelector) -> Vec<TermMatcher> {
+    selector
+        .node_selector_terms
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| !is_empty_term(t))
+        .filter_map(|(i, t)| TermMatcher::parse(t, &format!("nodeSelectorTerms[{i}]")).ok())
+        .collect()
+}
+
+/// The pod's preferred terms with their weights (`nodeaffinity.PreferredSchedulingTerms`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PreferredTerms {
+    terms: Vec<(i64, TermMatcher)>,
+}
+
+impl PreferredTerms {
+    /// Parses `terms`, skipping those with weight 0 or no requirement; any
+    /// parse error fails the whole list, with kube-scheduler's aggregated message.
+    pub fn new(terms: &[PreferredSchedulingTerm]) -> Result<Self, String> {
+        let mut errs = Vec::new();
+        let mut parsed = Vec::new();
+        for (i, t) in terms.iter().enumerate() {
+            if t.weight == 0 || is_empty_term(&t.preference) {
+                continue;
+            }
+            match TermMatcher::parse(&t.preference, &format!("[{i}]")) {
+                Ok(m) => parsed.push((i64::from(t.weight), m)),
+                Err(e) => errs.extend(e),
+            }
+        }
+        if errs.is_empty() {
+            Ok(PreferredTerms { terms: parsed })
+        } else {
+            Err(aggregate(errs))
+        }
+    }
+
+    /// The sum of the weights of the terms `node` matches.
+    pub fn score(&self, node: &NodeInfo) -> i64 {
+        self.terms
+            .iter()
+            .filter(|(_, t)| t.matches(node))
+            .map(|(w, _)| w)
+            .sum()
+    }
+}

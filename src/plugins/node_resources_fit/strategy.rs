@@ -1,0 +1,122 @@
+//! The scoring strategies: which resources are scored and how one resource's
+//! request and capacity become a score.
+
+use crate::cache::NodeUsage;
+use crate::framework::MAX_NODE_SCORE;
+use crate::objects::pod::PodSpecInfo;
+use crate::objects::{NodeInfo, Resources};
+use crate::plugins::validation::is_qualified_name;
+
+/// `v1helper.IsExtendedResourceName`: outside the `kubernetes.io` domain,
+/// not a quota name, and valid once prefixed with `requests.`.
+pub(super) fn is_extended_resource_name(name: &str) -> bool {
+    let native = !name.contains('/') || name.contains("kubernetes.io/");
+    !native && !name.starts_with("requests.") && is_qualified_name(&format!("requests.{name}"))
+}
+
+/// `schedutil.IsScalarResourceName`: the resources kube-scheduler tracks
+/// besides cpu, memory, ephemeral storage and pods.
+pub(super) fn is_scalar_resource_name(name: &str) -> bool {
+    is_extended_resource_name(name)
+        || name.starts_with("hugepages-")
+        || name.contains("kubernetes.io/")
+        || name.starts_with("attachable-volumes-")
+}
+
+/// A scored resource, resolved once when the plugin is built.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum ScoredResource {
+    Cpu,
+    Memory,
+    EphemeralStorage,
+    Scalar(String),
+    /// A name kube-scheduler does not track (e.g. `pods`): never scored.
+    Untracked,
+}
+
+impl ScoredResource {
+    pub(super) fn from_name(name: &str) -> Self {
+        match name {
+            "cpu" => ScoredResource::Cpu,
+            "memory" => ScoredResource::Memory,
+            "ephemeral-storage" => ScoredResource::EphemeralStorage,
+            n if is_scalar_resource_name(n) => ScoredResource::Scalar(n.to_string()),
+            _ => ScoredResource::Untracked,
+        }
+    }
+
+    /// The pod's request for this resource (non-zero for cpu and memory).
+    pub(super) fn pod_request(&self, spec: &PodSpecInfo) -> i64 {
+        let requests = &spec.requests;
+        match self {
+            ScoredResource::Cpu => spec.non_zero_requests.milli_cpu,
+            ScoredResource::Memory => spec.non_zero_requests.memory,
+            ScoredResource::EphemeralStorage => requests.ephemeral_storage,
+            ScoredResource::Scalar(name) => requests.scalar.get(name).copied().unwrap_or(0),
+            ScoredResource::Untracked => 0,
+        }
+    }
+
+    /// `(allocatable, requested including the pod)` on `node`, or `(0, 0)`
+    /// when the resource does not take part (kube-scheduler's
+    /// `calculateResourceAllocatableRequest`).
+    pub(super) fn allocatable_and_requested(
+        &self,
+        node: &NodeInfo,
+        usage: Option<&NodeUsage>,
+        pod_request: i64,
+    ) -> (i64, i64) {
+        let alloc = &node.allocatable;
+        let used = |f: fn(&Resources) -> i64| usage.map_or(0, |u| f(&u.requested));
+        let non_zero = |f: fn(&Resources) -> i64| usage.map_or(0, |u| f(&u.non_zero_requested));
+        match self {
+            ScoredResource::Cpu => (alloc.milli_cpu, non_zero(|r| r.milli_cpu) + pod_request),
+            ScoredResource::Memory => (alloc.memory, non_zero(|r| r.memory) + pod_request),
+            ScoredResource::EphemeralStorage => (
+                alloc.ephemeral_storage,
+                used(|r| r.ephemeral_storage) + pod_request,
+            ),
+            ScoredResource::Scalar(_) if pod_request == 0 => (0, 0),
+            ScoredResource::Scalar(name) => match alloc.scalar.get(name) {
+                Some(&a) => {
+                    let u = usage.and_then(|u| u.requested.scalar.get(name).copied());
+                    (a, u.unwrap_or(0) + pod_request)
+                }
+                None => (0, 0),
+            },
+            ScoredResource::Untracked => (0, 0),
+        }
+    }
+}
+
+/// `leastRequestedScore`: the free share of the node, 0..=100.
+pub(super) fn least_requested_score(requested: i64, capacity: i64) -> i64 {
+    if capacity == 0 || requested > capacity {
+        return 0;
+    }
+    ((i128::from(capacity - requested) * i128::from(MAX_NODE_SCORE)) / i128::from(capacity)) as i64
+}
+
+/// `mostRequestedScore`: the used share of the node, 0..=100.
+pub(super) fn most_requested_score(requested: i64, capacity: i64) -> i64 {
+    if capacity == 0 {
+        return 0;
+    }
+    let requested = requested.min(capacity);
+    ((i128::from(requested) * i128::from(MAX_NODE_SCORE)) / i128::from(capacity)) as i64
+}
+
+/// kube-scheduler's `BuildBrokenLinearFunction`: the shape's score at
+/// utilization `p`, interpolated between points (integer division), flat
+/// before the first and after the last.
+pub(super) fn broken_linear(shape: &[(i64, i64)], p: i64) -> i64 {
+    for (i, &(u, score)) in shape.iter().enumerate() {
+        if p <= u {
+            let Some(&(u0, s0)) = i.checked_sub(1).and_then(|j| shape.get(j)) else {
+                return score;
+            };
+            return s0 + (score - s0) * (p - u0) / (u - u0);
+        }
+    }
+    shape.last().map_or(0, |&(_, s)| s)
+}

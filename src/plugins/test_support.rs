@@ -1,0 +1,227 @@
+//! Shared fixtures for the plugin unit tests: a pod builder, a cluster under
+//! construction, and runners that drive one plugin through its extension
+//! points the way the framework does, so each plugin's tests state only what
+//! is particular to it.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::cache::ClusterState;
+use crate::framework::{
+    Code, CycleState, FilterPlugin, NodeScore, PreFilterPlugin, PreScorePlugin, ScorePlugin, Status,
+};
+use crate::objects::pod::{HostPort, PodSpecInfo, VolumeClaim};
+use crate::objects::{NodeInfo, PodInfo, Resources};
+
+/// The zone label the topology tests spread over.
+pub(crate) const ZONE: &str = "topology.kubernetes.io/zone";
+/// The hostname label, one domain per node.
+pub(crate) const HOSTNAME: &str = "kubernetes.io/hostname";
+
+/// A label (or annotation) map from pairs.
+pub(crate) fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// Resources from `(name, quantity)` pairs, e.g. `[("cpu", "1")]`.
+pub(crate) fn res(list: &[(&str, &str)]) -> Resources {
+    Resources::from_list(list.iter().copied()).unwrap()
+}
+
+/// A pod decoded from its `spec` in kube-scheduler's JSON.
+pub(crate) fn pod_with_spec(spec: serde_json::Value) -> PodInfo {
+    serde_json::from_value(serde_json::json!({ "spec": spec })).unwrap()
+}
+
+/// The incoming pod `ns/incoming` with `labels` and `spec` in its JSON form.
+pub(crate) fn incoming(ns: &str, labels: &[(&str, &str)], spec: serde_json::Value) -> PodInfo {
+    let labels: BTreeMap<&str, &str> = labels.iter().copied().collect();
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "incoming", "namespace": ns, "labels": labels},
+        "spec": spec
+    }))
+    .unwrap()
+}
+
+/// Builds a [`PodInfo`]: `PodBuilder::new("p").on("n1").requests(&[("cpu", "1")]).build()`.
+/// Pods live in namespace `ns` unless told otherwise.
+pub(crate) struct PodBuilder {
+    pod: PodInfo,
+    spec: PodSpecInfo,
+}
+
+impl PodBuilder {
+    /// Pod `ns/name`.
+    pub(crate) fn new(name: &str) -> Self {
+        PodBuilder {
+            pod: PodInfo {
+                name: name.into(),
+                namespace: "ns".into(),
+                ..Default::default()
+            },
+            spec: PodSpecInfo::default(),
+        }
+    }
+
+    /// In namespace `ns`.
+    pub(crate) fn namespace(mut self, ns: &str) -> Self {
+        self.pod.namespace = ns.into();
+        self
+    }
+
+    /// With `uid`.
+    pub(crate) fn uid(mut self, uid: &str) -> Self {
+        self.pod.uid = uid.into();
+        self
+    }
+
+    /// With these labels.
+    pub(crate) fn labels(mut self, pairs: &[(&str, &str)]) -> Self {
+        self.pod.labels = labels(pairs);
+        self
+    }
+
+    /// Bound to `node` (`None` or "" leaves it pending).
+    pub(crate) fn on<'a>(mut self, node: impl Into<Option<&'a str>>) -> Self {
+        self.pod.node_name = node.into().filter(|n| !n.is_empty()).map(str::to_string);
+        self
+    }
+
+    /// With priority `priority`.
+    pub(crate) fn priority(mut self, priority: i32) -> Self {
+        self.pod.priority = priority;
+        self
+    }
+
+    /// Requesting `list` as one container would: the non-zero defaults for
+    /// cpu and memory are the pod's.
+    pub(crate) fn requests(mut self, list: &[(&str, &str)]) -> Self {
+        self.spec.requests = res(list);
+        self.spec.non_zero_requests = self.spec.requests.with_non_zero_defaults();
+        self
+    }
+
+    /// Binding these host ports.
+    pub(crate) fn host_ports(mut self, ports: Vec<HostPort>) -> Self {
+        self.spec.host_ports = ports;
+        self
+    }
+
+    /// Needing these claims.
+    pub(crate) fn claims(mut self, claims: &[VolumeClaim]) -> Self {
+        self.spec.pvc_claims = claims.to_vec();
+        self
+    }
+
+    /// The pod.
+    pub(crate) fn build(self) -> PodInfo {
+        PodInfo {
+            spec: Arc::new(self.spec),
+            ..self.pod
+        }
+    }
+}
+
+/// A cluster under construction, with its nodes in insertion order.
+#[derive(Default)]
+pub(crate) struct Cluster {
+    /// The cluster the plugin reads.
+    pub(crate) cluster: ClusterState,
+    /// The nodes, as the runner hands them to plugins.
+    pub(crate) nodes: Vec<Arc<NodeInfo>>,
+}
+
+impl Cluster {
+    /// Adds node `name` with `labels`.
+    pub(crate) fn node(&mut self, name: &str, labels: &[(&str, &str)]) {
+        self.add_node(NodeInfo::new(name, labels.iter().copied()));
+    }
+
+    /// Adds nodes `(name, zone)`, each labelled with its [`ZONE`] and its
+    /// [`HOSTNAME`].
+    pub(crate) fn zoned_nodes(&mut self, nodes: &[(&str, &str)]) {
+        for (name, zone) in nodes {
+            self.node(name, &[(ZONE, zone), (HOSTNAME, name)]);
+        }
+    }
+
+    /// Adds `node`.
+    pub(crate) fn add_node(&mut self, node: NodeInfo) {
+        self.cluster.apply_node(node.clone());
+        self.nodes.push(Arc::new(node));
+    }
+
+    /// Replaces the node called `name` with what `change` makes of it.
+    pub(crate) fn change_node(&mut self, name: &str, change: impl FnOnce(&mut NodeInfo)) {
+        let Some(slot) = self.nodes.iter_mut().find(|n| n.name == name) else {
+            panic!("no node {name}");
+        };
+        let mut n = (**slot).clone();
+        change(&mut n);
+        self.cluster.apply_node(n.clone());
+        *slot = Arc::new(n);
+    }
+
+    /// Adds an existing pod.
+    pub(crate) fn pod(&mut self, pod: PodInfo) {
+        self.cluster.apply_pod(pod);
+    }
+}
+
+/// PreFilter, then, when it succeeds, Filter on `node`; a PreFilter status
+/// other than `Success` is returned as it is.
+pub(crate) fn filter<P: PreFilterPlugin + FilterPlugin>(
+    plugin: &P,
+    pod: &PodInfo,
+    node: &NodeInfo,
+    cluster: &ClusterState,
+) -> Status {
+    let mut state = CycleState::new();
+    let pre = plugin.pre_filter(&mut state, pod, cluster);
+    if pre.code() != Code::Success {
+        return pre;
+    }
+    plugin.filter(&state, pod, node, cluster)
+}
+
+/// PreScore over `nodes`, then Score and NormalizeScore (which must succeed):
+/// the PreScore status and the scores (none when PreScore did not succeed).
+pub(crate) fn score<P: PreScorePlugin + ScorePlugin>(
+    plugin: &P,
+    pod: &PodInfo,
+    nodes: &[Arc<NodeInfo>],
+    cluster: &ClusterState,
+) -> (Status, Vec<NodeScore>) {
+    let mut state = CycleState::new();
+    let s = plugin.pre_score(&mut state, pod, nodes, cluster);
+    if s.code() != Code::Success {
+        return (s, Vec::new());
+    }
+    let mut scores: Vec<NodeScore> = nodes
+        .iter()
+        .map(|n| plugin.score(&state, pod, n, cluster).unwrap())
+        .collect();
+    assert!(plugin.normalize(&state, pod, &mut scores).is_success());
+    (s, scores)
+}
+
+/// Score without PreScore first: plugins answer `Error` (the runner never
+/// does this; the status is what a bug would produce).
+pub(crate) fn score_without_pre_score<P: ScorePlugin>(plugin: &P) -> Status {
+    plugin
+        .score(
+            &CycleState::new(),
+            &PodInfo::default(),
+            &NodeInfo::default(),
+            &ClusterState::default(),
+        )
+        .unwrap_err()
+}
+
+/// `(raw, score)` of each node, for compact assertions.
+pub(crate) fn raw_and_score(scores: &[NodeScore]) -> Vec<(Option<i64>, i64)> {
+    scores.iter().map(|s| (s.raw, s.score)).collect()
+}
