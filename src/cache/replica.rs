@@ -185,7 +185,7 @@ mod tests {
             .map(|n| {
                 let u = s.usage(&n.name).cloned().unwrap_or_default();
                 let mut on: Vec<&str> = s.pods_on(&n.name).map(|p| p.name.as_str()).collect();
-                on.sort();
+                on.sort_unstable();
                 format!("{}:{}:{}:{on:?}", n.name, u.requested.milli_cpu, u.pods)
             })
             .collect();
