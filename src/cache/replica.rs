@@ -1,5 +1,5 @@
 //! A private copy of the cluster state that catches up incrementally: the
-//! standalone scheduler's view (design §cache, "standalone cycle").
+//! standalone scheduler's view (design §7, "standalone cycle view").
 //!
 //! kube-scheduler's cycle reads a snapshot that `UpdateSnapshot` brings up
 //! to date at cycle start by copying only the nodes whose generation moved.

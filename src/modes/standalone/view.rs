@@ -1,6 +1,6 @@
 //! The scheduling cycle's view of the cluster: a [`Replica`] of the cache
 //! brought up to date at the start of each attempt, so the cycle never holds
-//! the cache's lock while it runs (design §cache, "standalone cycle").
+//! the cache's lock while it runs (design §7, "standalone cycle view").
 //!
 //! The cache's read lock is taken only while the replica copies the nodes
 //! changed since the previous attempt; watch events, assumes and extender
