@@ -88,6 +88,18 @@ pub fn answer<T: serde::Serialize>(body: T, domain_error: bool) -> Response {
     response
 }
 
+/// An encoded JSON answer (the verbs' hand-written encoders).
+pub fn json_bytes(body: Vec<u8>) -> Response {
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            axum::http::HeaderValue::from_static("application/json"),
+        )],
+        body,
+    )
+        .into_response()
+}
+
 impl AppState {
     /// State for `policy` over `cache`; `binder` is `None` without an API server.
     pub fn new(
