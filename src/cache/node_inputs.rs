@@ -182,7 +182,7 @@ mod equivalence {
                 2 => l.push(("net", "medium".into())),
                 _ => {}
             }
-            if i % 3 != 0 {
+            if !i.is_multiple_of(3) {
                 l.push(("node.kubernetes.io/hw-encrypt", "true".into()));
             }
             if i == 7 {

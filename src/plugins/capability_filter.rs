@@ -96,7 +96,10 @@ pub struct CapabilityFilter {
 /// The rules the current pod activates (written in PreFilter): index, and
 /// the slot of the rule's label with the id of the required value when the
 /// cache interns that label (`None` id: no node carries the value).
-struct ActiveRules(Vec<(usize, Option<(LabelSlot, Option<u32>)>)>);
+struct ActiveRules(Vec<(usize, RuleSlot)>);
+
+/// A rule's label slot and the id of its required value, if interned.
+type RuleSlot = Option<(LabelSlot, Option<u32>)>;
 
 impl CapabilityFilter {
     /// Builds the plugin from its arguments.
@@ -115,7 +118,7 @@ impl CapabilityFilter {
     fn satisfies(
         &self,
         rule: &CapabilityRule,
-        slot: Option<(LabelSlot, Option<u32>)>,
+        slot: RuleSlot,
         node: &NodeInfo,
     ) -> bool {
         if let Some((slot, wanted)) = slot {

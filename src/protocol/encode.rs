@@ -80,15 +80,34 @@ pub fn push_int(out: &mut Vec<u8>, n: i64) {
     out.extend_from_slice(&buf[i..]);
 }
 
+/// Appends a string taken from a request: one that was borrowed from the
+/// body held no escape there, so (valid JSON having no raw quote, backslash
+/// or control character inside a string) it is copied without a scan.
+// The Cow is the point: whether the string was borrowed says it needs no scan.
+#[allow(clippy::ptr_arg)]
+pub fn push_request_str(out: &mut Vec<u8>, s: &std::borrow::Cow<'_, str>) {
+    match s {
+        std::borrow::Cow::Borrowed(s) => {
+            out.push(b'"');
+            out.extend_from_slice(s.as_bytes());
+            out.push(b'"');
+        }
+        std::borrow::Cow::Owned(s) => push_str(out, s),
+    }
+}
+
 /// Writes a `HostPriorityList`: `[{"Host":…,"Score":…},…]`.
-pub fn priorities<'a>(out: &mut Vec<u8>, list: impl IntoIterator<Item = (&'a str, i64)>) {
+pub fn priorities<'a, 'b: 'a>(
+    out: &mut Vec<u8>,
+    list: impl IntoIterator<Item = (&'a std::borrow::Cow<'b, str>, i64)>,
+) {
     out.push(b'[');
     for (i, (host, score)) in list.into_iter().enumerate() {
         if i > 0 {
             out.push(b',');
         }
         out.extend_from_slice(b"{\"Host\":");
-        push_str(out, host);
+        push_request_str(out, host);
         out.extend_from_slice(b",\"Score\":");
         push_int(out, score);
         out.push(b'}');
@@ -111,6 +130,10 @@ pub enum Placement {
 pub trait FilteredNode {
     /// The name, as requested.
     fn name(&self) -> &str;
+    /// Appends the name as a JSON string.
+    fn push_name(&self, out: &mut Vec<u8>) {
+        push_str(out, self.name());
+    }
     /// Which part of the answer it goes to.
     fn placement(&self) -> Placement;
     /// The raw node object (full-node requests only).
@@ -142,7 +165,7 @@ pub fn filter_result<N: FilteredNode>(out: &mut Vec<u8>, nodes: &[N], listing: L
                 if i > 0 {
                     out.push(b',');
                 }
-                push_str(out, n.name());
+                n.push_name(out);
             }
             out.extend_from_slice(b"]");
         }
@@ -176,7 +199,7 @@ pub fn filter_result<N: FilteredNode>(out: &mut Vec<u8>, nodes: &[N], listing: L
             if i > 0 {
                 out.push(b',');
             }
-            push_str(out, n.name());
+            n.push_name(out);
             out.push(b':');
             n.push_message(out);
         }
@@ -225,8 +248,10 @@ mod tests {
                 score: 0,
             },
         ];
+        // An escaped (owned) name is escaped again; a borrowed one is copied.
+        let hosts: Vec<std::borrow::Cow<str>> = vec!["a\"1".to_string().into(), "b".into()];
         let mut out = Vec::new();
-        priorities(&mut out, list.iter().map(|h| (h.host.as_str(), h.score)));
+        priorities(&mut out, hosts.iter().zip([10, 0]));
         assert_eq!(out, serde_json::to_vec(&list).unwrap());
         let mut out = Vec::new();
         priorities(&mut out, std::iter::empty());

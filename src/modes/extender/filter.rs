@@ -60,6 +60,9 @@ impl FilteredNode for Filtered<'_, '_> {
     fn name(&self) -> &str {
         &self.node.name
     }
+    fn push_name(&self, out: &mut Vec<u8>) {
+        encode::push_request_str(out, &self.node.name);
+    }
     fn placement(&self) -> Placement {
         match &self.verdict {
             None => Placement::Passed,

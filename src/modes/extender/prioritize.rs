@@ -53,7 +53,7 @@ pub fn respond(state: &AppState, args: ExtenderArgsRef<'_>) -> Result<Vec<u8>, A
             } else {
                 0
             };
-            (r.name.as_ref(), score)
+            (&r.name, score)
         }),
     );
     Ok(out)
