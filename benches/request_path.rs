@@ -171,12 +171,6 @@ fn criterion_benches(c: &mut Criterion) {
 /// The 5,000-name cycle in a loop, for profilers (`PLACER_BENCH_NODES`,
 /// `PLACER_BENCH_PODS` and `PLACER_BENCH_SHAPE=full` change the case).
 fn run_loop() {
-    let env = |k: &str, d: usize| {
-        std::env::var(k)
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(d)
-    };
     let iters = env("PLACER_BENCH_ITERS", 2000);
     let shape = match std::env::var("PLACER_BENCH_SHAPE").as_deref() {
         Ok("full") => Shape::Full,
@@ -456,6 +450,14 @@ fn fmt(d: Duration) -> String {
     }
 }
 
+/// The number in environment variable `k`, else `d`.
+fn env(k: &str, d: usize) -> usize {
+    std::env::var(k)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(d)
+}
+
 /// Writes the load-test inputs: `snapshot.json` (5,000 nodes, 150,000 pods)
 /// and `names-500.json` (500 names spread over all zones), plus
 /// `names-5000.json` for a full-size request.
@@ -464,10 +466,14 @@ fn fixtures() {
         std::env::var("PLACER_BENCH_OUT").unwrap_or_else(|_| "target/bench-fixtures".into()),
     );
     std::fs::create_dir_all(&out).expect("create fixture dir");
-    let nodes = support::nodes(LOAD_NODES);
-    let pods = support::pods(LOAD_PODS, &nodes);
+    // Flat-cost variants: `PLACER_BENCH_PODS` pods instead of 150,000, and
+    // `PLACER_BENCH_EXTRA_LABELS` more labels per node than the 13-15 usual.
+    let pod_count = env("PLACER_BENCH_PODS", LOAD_PODS);
+    let extra = env("PLACER_BENCH_EXTRA_LABELS", 0);
+    let nodes = support::with_extra_labels(support::nodes(LOAD_NODES), extra);
+    let pods = support::pods(pod_count, &nodes);
     let pod = support::incoming_pod();
-    let picked = picked(LOAD_NAMES);
+    let picked: Vec<NodeSpec> = support::with_extra_labels(picked(LOAD_NAMES), extra);
     // The same cluster in-process, to check the bodies before the server sees them.
     let state = support::app_state(&nodes, pods.clone());
     let small = support::names_body(&pod, &picked);

@@ -6,6 +6,7 @@
 //! `NodeNames`), a measuring instrument, not code for placer: placer's
 //! full-node path is judged as a ratio to it.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 
 use serde::Deserialize;
@@ -17,7 +18,7 @@ const HW_REASON: &str = "node(s) lack hardware encryption";
 
 /// Non-terminal pods per (zone, priority), counted once from the snapshot.
 pub struct FullFloor {
-    counts: HashMap<(String, i64), i64>,
+    counts: HashMap<String, HashMap<i64, i64>>,
 }
 
 #[derive(Deserialize)]
@@ -43,10 +44,19 @@ struct Pod<'a> {
     spec: Spec,
 }
 
+/// A node's name and labels only (its annotations carry escaped JSON).
+#[derive(Deserialize)]
+struct NodeMeta<'a> {
+    #[serde(borrow, default)]
+    name: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    labels: BTreeMap<Cow<'a, str>, Cow<'a, str>>,
+}
+
 #[derive(Deserialize)]
 struct Node<'a> {
     #[serde(borrow)]
-    metadata: Meta<'a>,
+    metadata: NodeMeta<'a>,
 }
 
 #[derive(Deserialize)]
@@ -85,7 +95,11 @@ impl FullFloor {
                 continue;
             }
             if let Some(zone) = zone_of.get(node) {
-                *counts.entry((zone.to_string(), priority)).or_insert(0) += 1;
+                *counts
+                    .entry(zone.to_string())
+                    .or_insert_with(HashMap::new)
+                    .entry(priority)
+                    .or_insert(0) += 1;
             }
         }
         FullFloor { counts }
@@ -104,8 +118,8 @@ impl FullFloor {
         let mut unres = Vec::new();
         for raw in &a.Nodes.items {
             let n: Node = serde_json::from_str(raw.get()).expect("floor: node");
-            let name = n.metadata.name.unwrap_or("");
-            if needs && n.metadata.labels.get(HW) != Some(&"true") {
+            let name = n.metadata.name.unwrap_or_default();
+            if needs && n.metadata.labels.get(HW).map(|v| v.as_ref()) != Some("true") {
                 unres.push(name);
             } else {
                 pass.push(*raw);
@@ -151,7 +165,8 @@ impl FullFloor {
             .iter()
             .map(|n| {
                 let zone = n.metadata.labels.get(ZONE)?;
-                Some(*self.counts.get(&(zone.to_string(), prio)).unwrap_or(&0))
+                let count = self.counts.get(zone.as_ref()).and_then(|c| c.get(&prio));
+                Some(count.copied().unwrap_or(0))
             })
             .collect();
         let (mut mx, mut mn) = (i64::MIN, i64::MAX);
@@ -168,7 +183,7 @@ impl FullFloor {
                 Some(c) => 100 * (mx + mn - c) / mx,
             };
             let (total, wsum) = if ls {
-                let nq = match n.metadata.labels.get("net").copied() {
+                let nq = match n.metadata.labels.get("net").map(|v| v.as_ref()) {
                     Some("high") => 100,
                     Some("low") => 0,
                     _ => 10,
@@ -182,7 +197,7 @@ impl FullFloor {
                 out.push(b',');
             }
             out.extend_from_slice(b"{\"Host\":");
-            push_str(&mut out, n.metadata.name.unwrap_or(""));
+            push_str(&mut out, n.metadata.name.as_deref().unwrap_or(""));
             out.extend_from_slice(b",\"Score\":");
             out.extend_from_slice(score.to_string().as_bytes());
             out.push(b'}');

@@ -145,6 +145,20 @@ pub fn nodes(n: usize) -> Vec<NodeSpec> {
         .collect()
 }
 
+/// `nodes` with `extra` more labels each (`extra.example.com/label-J`), for
+/// showing that the request path does not grow with labels per node.
+pub fn with_extra_labels(mut nodes: Vec<NodeSpec>, extra: usize) -> Vec<NodeSpec> {
+    for n in &mut nodes {
+        for j in 0..extra {
+            n.labels.push((
+                format!("extra.example.com/label-{j:02}"),
+                format!("value-{}", (n.index + j) % 7),
+            ));
+        }
+    }
+    nodes
+}
+
 /// `count` running pods assigned uniformly at random to `nodes`, in 30
 /// namespaces, with the priority mix of [`PRIORITIES`].
 pub fn pods(count: usize, nodes: &[NodeSpec]) -> Vec<PodInfo> {
