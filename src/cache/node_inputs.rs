@@ -224,3 +224,38 @@ mod equivalence {
         assert_eq!(run(&inline, &uncached), expected);
     }
 }
+
+#[cfg(test)]
+mod reload {
+    use crate::cache::ClusterState;
+    use crate::objects::NodeInfo;
+    use crate::objects::inputs::NodeLabel;
+
+    #[test]
+    fn watching_a_new_key_fills_the_nodes_already_cached() {
+        let mut c = ClusterState::default();
+        c.apply_node(NodeInfo::new("a", [("zone", "z1"), ("net", "high")]));
+        c.watch_labels(["zone"]);
+        c.watch_labels(["zone", "net"]);
+        let slots = c.label_slots();
+        let node = c.node("a").expect("node");
+        for (key, value) in [("zone", "z1"), ("net", "high")] {
+            let slot = slots.slot(key).expect("slot");
+            let id = slots.id(slot, value).expect("interned");
+            assert_eq!(node.inputs.get(slot), NodeLabel::Value(id), "{key}");
+        }
+        // A node applied later gets the same ids for the same values.
+        c.apply_node(NodeInfo::new("b", [("net", "high")]));
+        let slots = c.label_slots();
+        let net = slots.slot("net").expect("slot");
+        let b = c.node("b").expect("node");
+        assert_eq!(
+            b.inputs.get(net),
+            c.node("a").expect("node").inputs.get(net)
+        );
+        assert_eq!(
+            b.inputs.get(slots.slot("zone").expect("slot")),
+            NodeLabel::Absent
+        );
+    }
+}

@@ -115,12 +115,7 @@ crate::plugin!(CapabilityFilter, NAME, [pre_filter, filter]);
 impl CapabilityFilter {
     /// Whether `node` has the rule's label value: by interned id when the
     /// node's inline table knows the label, else by string.
-    fn satisfies(
-        &self,
-        rule: &CapabilityRule,
-        slot: RuleSlot,
-        node: &NodeInfo,
-    ) -> bool {
+    fn satisfies(&self, rule: &CapabilityRule, slot: RuleSlot, node: &NodeInfo) -> bool {
         if let Some((slot, wanted)) = slot {
             match node.inputs.get(slot) {
                 NodeLabel::Value(id) => return Some(id) == wanted,
