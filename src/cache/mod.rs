@@ -2,6 +2,7 @@
 //!
 //! - [`state`]: the data and its indexes, updated one event at a time.
 //! - [`zone_index`]: per-zone pod counts for ZoneSpread.
+//! - [`node_inputs`]: interned values of the labels plugins read, inline per node.
 //! - [`Objects`]: kinds looked up by key only (budgets, volumes, claims, storage classes).
 //! - [`watch`]: the watches that feed the state from the API server, on the
 //!   list-and-watch loop of [`watch_stream`], with per-kind [`watch_health`].
@@ -12,6 +13,7 @@
 //! snapshot for the length of one evaluation.
 
 pub mod changes;
+pub mod node_inputs;
 mod objects;
 pub mod snapshot_file;
 mod state;

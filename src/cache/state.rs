@@ -10,6 +10,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use crate::cache::Objects;
+use crate::cache::node_inputs::LabelSlots;
 use crate::cache::zone_index::{CountDimension, ZoneIndex};
 use crate::objects::Keyed;
 use crate::objects::namespace::NamespaceInfo;
@@ -68,6 +69,8 @@ pub struct ClusterState {
     pods_by_node: HashMap<String, HashSet<String>>,
     usage: HashMap<String, NodeUsage>,
     zones: ZoneIndex,
+    /// Which labels are interned inline in every node record.
+    label_slots: LabelSlots,
     /// Pods with any pod (anti-)affinity term (kube-scheduler's `PodsWithAffinity`).
     with_affinity: HashSet<String>,
     /// Pods with a required anti-affinity term (`PodsWithRequiredAntiAffinity`).
@@ -166,6 +169,22 @@ impl ClusterState {
         &self.zones
     }
 
+    /// The inline label slots (see [`crate::objects::inputs`]).
+    pub fn label_slots(&self) -> &LabelSlots {
+        &self.label_slots
+    }
+
+    /// Keeps the values of label `keys` inline in every node record from now
+    /// on (the keys the policy's plugins read; earlier keys keep their slots).
+    pub fn watch_labels<'a>(&mut self, keys: impl IntoIterator<Item = &'a str>) {
+        if !self.label_slots.add_keys(keys) {
+            return;
+        }
+        for node in self.nodes.values_mut() {
+            self.label_slots.assign(Arc::make_mut(node));
+        }
+    }
+
     /// Indexes exactly `dims` from now on, recounting every pod if they changed
     /// (a policy reload that adds or changes a ZoneSpread configuration).
     pub fn set_dimensions(&mut self, dims: &[CountDimension]) {
@@ -179,7 +198,8 @@ impl ClusterState {
     /// Adds or replaces a node; pods already on it are recounted under its new labels.
     /// Returns false when the node was already known exactly so (status-only
     /// updates such as heartbeats change nothing placer keeps).
-    pub fn apply_node(&mut self, node: NodeInfo) -> bool {
+    pub fn apply_node(&mut self, mut node: NodeInfo) -> bool {
+        self.label_slots.assign(&mut node);
         let name = node.name.clone();
         let new = Arc::new(node);
         let old = self.nodes.insert(name.clone(), new.clone());
@@ -277,9 +297,13 @@ impl ClusterState {
 
     /// Replaces every node (after a full relist).
     pub fn replace_nodes(&mut self, nodes: Vec<NodeInfo>) {
+        let slots = &mut self.label_slots;
         self.nodes = nodes
             .into_iter()
-            .map(|n| (n.name.clone(), Arc::new(n)))
+            .map(|mut n| {
+                slots.assign(&mut n);
+                (n.name.clone(), Arc::new(n))
+            })
             .collect();
         self.recount();
     }
