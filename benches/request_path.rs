@@ -20,7 +20,14 @@
 //! - `probe`: per-node costs of the primitives the path is built from (name
 //!   lookups, dedup set, label lookups, body decode variants).
 //! - `fixtures`: writes the load-test inputs into `PLACER_BENCH_OUT`
-//!   (a snapshot for `placer serve --snapshot` and request bodies).
+//!   (a snapshot for `placer serve --snapshot` and request bodies, names and
+//!   full nodes).
+//! - `floor-serve`: serves the full-node floor (`support::floor`) over the
+//!   fixtures' cluster on `PLACER_BENCH_ADDR` (default 127.0.0.1:18803), for
+//!   the shared floor tool's `pair`/`same` against `placer serve`.
+//!
+//! The criterion group `floor/full-nodes` runs placer's full-node cycle and
+//! the floor's side by side, so a regression shows as a ratio.
 
 mod support;
 
@@ -67,9 +74,10 @@ fn main() {
         Ok("loop") => run_loop(),
         Ok("breakdown") => breakdown(),
         Ok("probe") => probe(),
+        Ok("floor-serve") => floor_serve(),
         Ok(other) => {
             eprintln!(
-                "PLACER_BENCH={other:?}: expected unset, latency, loop, breakdown, probe or fixtures"
+                "PLACER_BENCH={other:?}: expected unset, latency, loop, breakdown, probe, floor-serve or fixtures"
             );
             std::process::exit(2);
         }
@@ -114,6 +122,29 @@ fn criterion_benches(c: &mut Criterion) {
         group.finish();
     }
 
+    // Full nodes against their floor (decode names and three labels, echo raw).
+    let mut group = c.benchmark_group("floor/full-nodes");
+    group
+        .sample_size(10)
+        .sampling_mode(SamplingMode::Flat)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(4));
+    let all = support::nodes(LOAD_NODES);
+    let pods = support::pods(LOAD_PODS, &all);
+    let state = support::app_state(&all, pods.clone());
+    let floor = support::full_floor(&all, &pods);
+    for n in [LOAD_NAMES, LOAD_NODES] {
+        let body = support::full_body(&pod, &picked(n));
+        group.throughput(Throughput::Elements(n as u64));
+        group.bench_with_input(BenchmarkId::new("placer", n), &body, |b, body| {
+            b.iter(|| black_box(cycle(&state, black_box(body))))
+        });
+        group.bench_with_input(BenchmarkId::new("floor", n), &body, |b, body| {
+            b.iter(|| black_box((floor.filter(body).len(), floor.prioritize(body).len())))
+        });
+    }
+    group.finish();
+
     // Where the time of the 5,000-name cycle goes: the body decode alone, then
     // each verb on its own (decode + evaluate + encode).
     let nodes = support::nodes(5_000);
@@ -140,12 +171,6 @@ fn criterion_benches(c: &mut Criterion) {
 /// The 5,000-name cycle in a loop, for profilers (`PLACER_BENCH_NODES`,
 /// `PLACER_BENCH_PODS` and `PLACER_BENCH_SHAPE=full` change the case).
 fn run_loop() {
-    let env = |k: &str, d: usize| {
-        std::env::var(k)
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(d)
-    };
     let iters = env("PLACER_BENCH_ITERS", 2000);
     let shape = match std::env::var("PLACER_BENCH_SHAPE").as_deref() {
         Ok("full") => Shape::Full,
@@ -171,7 +196,7 @@ fn run_loop() {
 fn breakdown() {
     use placer::framework::CycleState;
     use placer::modes::extender::{filter, prioritize, request};
-    use placer::protocol::{self, ExtenderArgs};
+    use placer::protocol::{self, ExtenderArgsRef};
 
     let iters: usize = std::env::var("PLACER_BENCH_ITERS")
         .ok()
@@ -181,18 +206,17 @@ fn breakdown() {
     let body = support::names_body(&support::incoming_pod(), &nodes);
     let state = support::app_state(&nodes, support::pods(150_000, &nodes));
     let names = [
-        "decode body (from_slice ExtenderArgs)",
+        "decode body (borrowed ExtenderArgsRef)",
         "request::decode (pod + resolve names)",
         "known_nodes",
         "pre_filter + filter_nodes (plugins)",
-        "filter::evaluate (all of the above but body decode)",
-        "encode filter result",
         "score (plugins)",
-        "prioritize::evaluate (resolve + score + list)",
-        "encode prioritize result",
+        "filter::respond (decode + evaluate + encode)",
+        "prioritize::respond (decode + evaluate + encode)",
     ];
     let mut samples: Vec<Vec<Duration>> = vec![Vec::with_capacity(iters); names.len()];
     let policy = state.policy.load();
+    let decode = || -> ExtenderArgsRef<'_> { protocol::from_slice(&body).expect("decode") };
     for i in 0..iters + iters / 10 {
         let warm = i < iters / 10;
         let mut lap = |k: usize, t: Instant| {
@@ -201,13 +225,12 @@ fn breakdown() {
             }
         };
         let t = Instant::now();
-        let args: ExtenderArgs = protocol::from_slice(&body).expect("decode");
+        let args = black_box(decode());
         lap(0, t);
-        let (a1, a2, a3) = (args.clone(), args.clone(), args);
         {
             let cluster = state.cache.read();
             let t = Instant::now();
-            let req = request::decode(a1, &cluster).expect("request");
+            let req = request::decode(args, &cluster).expect("request");
             lap(1, t);
             let t = Instant::now();
             let known = black_box(req.known_nodes());
@@ -223,20 +246,14 @@ fn breakdown() {
                 fw.score(&mut CycleState::new(), &req.pod, &known, &cluster)
                     .expect("score"),
             );
-            lap(6, t);
+            lap(4, t);
         }
         let t = Instant::now();
-        let f = filter::evaluate(&state, a2).expect("filter");
-        lap(4, t);
-        let t = Instant::now();
-        black_box(serde_json::to_vec(&f).expect("encode"));
+        black_box(filter::respond(&state, decode()).expect("filter"));
         lap(5, t);
         let t = Instant::now();
-        let p = prioritize::evaluate(&state, a3).expect("prioritize");
-        lap(7, t);
-        let t = Instant::now();
-        black_box(serde_json::to_vec(&p).expect("encode"));
-        lap(8, t);
+        black_box(prioritize::respond(&state, decode()).expect("prioritize"));
+        lap(6, t);
     }
     println!("stage medians, names shape, 5,000 nodes, 150,000 pods, {iters} iterations:");
     for (name, mut v) in names.iter().zip(samples) {
@@ -433,6 +450,14 @@ fn fmt(d: Duration) -> String {
     }
 }
 
+/// The number in environment variable `k`, else `d`.
+fn env(k: &str, d: usize) -> usize {
+    std::env::var(k)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(d)
+}
+
 /// Writes the load-test inputs: `snapshot.json` (5,000 nodes, 150,000 pods)
 /// and `names-500.json` (500 names spread over all zones), plus
 /// `names-5000.json` for a full-size request.
@@ -441,15 +466,14 @@ fn fixtures() {
         std::env::var("PLACER_BENCH_OUT").unwrap_or_else(|_| "target/bench-fixtures".into()),
     );
     std::fs::create_dir_all(&out).expect("create fixture dir");
-    let nodes = support::nodes(LOAD_NODES);
-    let pods = support::pods(LOAD_PODS, &nodes);
+    // Flat-cost variants: `PLACER_BENCH_PODS` pods instead of 150,000, and
+    // `PLACER_BENCH_EXTRA_LABELS` more labels per node than the 13-15 usual.
+    let pod_count = env("PLACER_BENCH_PODS", LOAD_PODS);
+    let extra = env("PLACER_BENCH_EXTRA_LABELS", 0);
+    let nodes = support::with_extra_labels(support::nodes(LOAD_NODES), extra);
+    let pods = support::pods(pod_count, &nodes);
     let pod = support::incoming_pod();
-    // Every 7th node: 7 ≡ 1 (mod 6 zones), so all zones are requested.
-    let picked: Vec<NodeSpec> = support::nodes(LOAD_NODES)
-        .into_iter()
-        .step_by(7)
-        .take(LOAD_NAMES)
-        .collect();
+    let picked: Vec<NodeSpec> = support::with_extra_labels(picked(LOAD_NAMES), extra);
     // The same cluster in-process, to check the bodies before the server sees them.
     let state = support::app_state(&nodes, pods.clone());
     let small = support::names_body(&pod, &picked);
@@ -464,4 +488,59 @@ fn fixtures() {
     write("snapshot.json", &support::snapshot_json(&nodes, &pods));
     write(&format!("names-{LOAD_NAMES}.json"), &small);
     write(&format!("names-{LOAD_NODES}.json"), &large);
+    let full_small = support::full_body(&pod, &picked);
+    support::sanity_check(&state, &full_small);
+    write(&format!("full-{LOAD_NAMES}.json"), &full_small);
+    write(
+        &format!("full-{LOAD_NODES}.json"),
+        &support::full_body(&pod, &nodes),
+    );
+}
+
+/// The nodes of a request of `n` names out of the load-test cluster: every
+/// 7th node (7 ≡ 1 mod 6 zones, so all zones are requested), wrapping to the
+/// whole cluster at `LOAD_NODES`.
+fn picked(n: usize) -> Vec<NodeSpec> {
+    let all = support::nodes(LOAD_NODES);
+    if n >= all.len() {
+        return all;
+    }
+    all.into_iter().step_by(7).take(n).collect()
+}
+
+/// Serves the full-node floor over the fixtures' cluster.
+fn floor_serve() {
+    use std::sync::Arc;
+    let addr = std::env::var("PLACER_BENCH_ADDR").unwrap_or_else(|_| "127.0.0.1:18803".into());
+    let nodes = support::nodes(LOAD_NODES);
+    let pods = support::pods(LOAD_PODS, &nodes);
+    let floor = Arc::new(support::full_floor(&nodes, &pods));
+    drop((nodes, pods));
+    let (f1, f2) = (floor.clone(), floor);
+    let app = axum::Router::new()
+        .route(
+            "/filter",
+            axum::routing::post(move |b: axum::body::Bytes| {
+                let f = f1.clone();
+                async move { f.filter(&b) }
+            }),
+        )
+        .route(
+            "/prioritize",
+            axum::routing::post(move |b: axum::body::Bytes| {
+                let f = f2.clone();
+                async move { f.prioritize(&b) }
+            }),
+        )
+        .layer(axum::extract::DefaultBodyLimit::max(64 << 20));
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(&addr).await.expect("bind");
+        eprintln!("full-node floor serving on {addr}");
+        axum::serve(listener, app).await.expect("serve");
+    });
 }

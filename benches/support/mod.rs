@@ -10,6 +10,8 @@
 // Shared by the request_path and retry_cost benches; each uses only part of it.
 #![allow(dead_code)]
 
+pub mod floor;
+
 use std::fmt::Write as _;
 use std::sync::Arc;
 
@@ -17,7 +19,7 @@ use placer::cache::{Cache, ClusterState};
 use placer::modes::extender::{ExtenderState, Settings, filter, prioritize};
 use placer::objects::{NodeInfo, PodInfo};
 use placer::policy::{self, CompiledPolicy};
-use placer::protocol::{self, ExtenderArgs};
+use placer::protocol::{self, HostPriority};
 use placer::state::AppState;
 use serde_json::{Value, json};
 
@@ -145,6 +147,20 @@ pub fn nodes(n: usize) -> Vec<NodeSpec> {
         .collect()
 }
 
+/// `nodes` with `extra` more labels each (`extra.example.com/label-J`), for
+/// showing that the request path does not grow with labels per node.
+pub fn with_extra_labels(mut nodes: Vec<NodeSpec>, extra: usize) -> Vec<NodeSpec> {
+    for n in &mut nodes {
+        for j in 0..extra {
+            n.labels.push((
+                format!("extra.example.com/label-{j:02}"),
+                format!("value-{}", (n.index + j) % 7),
+            ));
+        }
+    }
+    nodes
+}
+
 /// `count` running pods assigned uniformly at random to `nodes`, in 30
 /// namespaces, with the priority mix of [`PRIORITIES`].
 pub fn pods(count: usize, nodes: &[NodeSpec]) -> Vec<PodInfo> {
@@ -193,6 +209,7 @@ pub fn pods(count: usize, nodes: &[NodeSpec]) -> Vec<PodInfo> {
 pub fn app_state(nodes: &[NodeSpec], pods: Vec<PodInfo>) -> ExtenderState {
     let compiled = CompiledPolicy::new(policy::parse(POLICY, "policy.yaml").expect("policy"));
     let mut state = ClusterState::with_dimensions(&compiled.count_dimensions());
+    state.watch_labels(compiled.node_label_keys().iter().map(String::as_str));
     state.replace_nodes(nodes.iter().map(NodeSpec::info).collect());
     state.replace_pods(pods);
     let service = AppState::new(compiled, Arc::new(Cache::from_state(state)));
@@ -396,6 +413,20 @@ pub fn full_body(pod: &Value, nodes: &[NodeSpec]) -> Vec<u8> {
     out
 }
 
+/// The full-node floor over the same cluster as [`app_state`].
+pub fn full_floor(nodes: &[NodeSpec], pods: &[PodInfo]) -> floor::FullFloor {
+    floor::FullFloor::new(
+        nodes.iter().map(|n| (n.name.as_str(), n.zone)),
+        pods.iter().filter_map(|p| {
+            Some((
+                p.node_name.as_deref()?,
+                i64::from(p.priority),
+                p.is_terminal(),
+            ))
+        }),
+    )
+}
+
 /// Bytes written by one cycle, so the optimiser cannot drop the work.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct CycleOut {
@@ -406,19 +437,23 @@ pub struct CycleOut {
 /// `/filter` without the socket: decode, evaluate, encode.
 #[inline(never)]
 pub fn filter_once(state: &ExtenderState, body: &[u8]) -> usize {
-    let args: ExtenderArgs = protocol::from_slice(body).expect("decode filter body");
-    let result = filter::evaluate(state, args).expect("filter");
-    serde_json::to_vec(&result).expect("encode filter").len()
+    filter_bytes(state, body).len()
+}
+
+/// The encoded `/filter` answer to `body`.
+pub fn filter_bytes(state: &ExtenderState, body: &[u8]) -> Vec<u8> {
+    let args = protocol::from_slice(body).expect("decode filter body");
+    match filter::respond(state, args).expect("filter") {
+        filter::Answer::Encoded(bytes) => bytes,
+        filter::Answer::DomainError(e) => panic!("filter error: {}", e.error),
+    }
 }
 
 /// `/prioritize` without the socket: decode, evaluate, encode.
 #[inline(never)]
 pub fn prioritize_once(state: &ExtenderState, body: &[u8]) -> usize {
-    let args: ExtenderArgs = protocol::from_slice(body).expect("decode prioritize body");
-    let result = prioritize::evaluate(state, args).expect("prioritize");
-    serde_json::to_vec(&result)
-        .expect("encode prioritize")
-        .len()
+    let args = protocol::from_slice(body).expect("decode prioritize body");
+    prioritize::respond(state, args).expect("prioritize").len()
 }
 
 /// One scheduling cycle as placer sees it: `/filter` then `/prioritize`, both
@@ -435,22 +470,20 @@ pub fn cycle(state: &ExtenderState, body: &[u8]) -> CycleOut {
 /// Checks that a body exercises every plugin: some nodes fail
 /// CapabilityFilter, the rest pass, and the scores are not all equal.
 pub fn sanity_check(state: &ExtenderState, body: &[u8]) {
-    let args: ExtenderArgs = protocol::from_slice(body).expect("decode");
-    let f = filter::evaluate(state, args).expect("filter");
-    assert!(f.error.is_empty(), "filter error: {}", f.error);
-    let failed = f
-        .failed_and_unresolvable_nodes
-        .as_ref()
+    let f: Value = serde_json::from_slice(&filter_bytes(state, body)).expect("filter answer");
+    assert_eq!(f["Error"], "", "filter error");
+    let failed = f["FailedAndUnresolvableNodes"]
+        .as_object()
         .map_or(0, |m| m.len());
-    let passed = f
-        .node_names
-        .as_ref()
-        .map(Vec::len)
-        .or_else(|| f.nodes.as_ref().map(|l| l.items.len()))
-        .unwrap_or(0);
+    let passed = f["NodeNames"]
+        .as_array()
+        .or_else(|| f["Nodes"]["items"].as_array())
+        .map_or(0, Vec::len);
     assert!(failed > 0 && passed > 0, "passed {passed}, failed {failed}");
-    let args: ExtenderArgs = protocol::from_slice(body).expect("decode");
-    let p = prioritize::evaluate(state, args).expect("prioritize");
+    let args = protocol::from_slice(body).expect("decode");
+    let p: Vec<HostPriority> =
+        serde_json::from_slice(&prioritize::respond(state, args).expect("prioritize"))
+            .expect("prioritize answer");
     let distinct: std::collections::BTreeSet<i64> = p.iter().map(|h| h.score).collect();
     assert!(distinct.len() > 1, "all scores equal: {distinct:?}");
 }

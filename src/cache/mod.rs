@@ -2,6 +2,7 @@
 //!
 //! - [`state`]: the data and its indexes, updated one event at a time.
 //! - [`zone_index`]: per-zone pod counts for ZoneSpread.
+//! - [`node_inputs`]: interned values of the labels plugins read, inline per node.
 //! - [`Objects`]: kinds looked up by key only (budgets, volumes, claims, storage classes).
 //! - [`watch`]: the watches that feed the state from the API server, on the
 //!   list-and-watch loop of [`watch_stream`], with per-kind [`watch_health`].
@@ -15,6 +16,7 @@
 
 pub mod changes;
 pub mod generations;
+pub mod node_inputs;
 mod objects;
 mod replica;
 pub mod snapshot_file;

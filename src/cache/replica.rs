@@ -63,11 +63,16 @@ impl Replica {
         if g.objects() > self.synced {
             self.state.copy_objects_from(shared);
         }
+        let mut records_changed = false;
         for name in g.nodes_since(self.synced) {
-            if copy_node(&mut self.state, shared, name) {
-                self.by_name = None;
-            }
+            records_changed |= copy_node(&mut self.state, shared, name);
             stats.nodes += 1;
+        }
+        if records_changed {
+            self.by_name = None;
+            // A new node may carry a label value the shared state interned
+            // for it; the replica must read that id the same way.
+            self.state.copy_label_slots_from(shared);
         }
         self.copied_nodes += stats.nodes as u64;
         self.synced = g.current();
@@ -268,6 +273,27 @@ mod tests {
         shared.replace_pods(vec![pod("s", "a", "1")]);
         assert!(r.sync(&shared).full, "a relist is copied whole");
         assert_eq!(observed(r.state()), observed(&shared));
+    }
+
+    #[test]
+    fn label_values_interned_for_a_new_node_read_the_same_in_the_replica() {
+        let mut shared = ClusterState::default();
+        shared.watch_labels(["zone"]);
+        shared.apply_node(node("a", "z1"));
+        let mut r = Replica::default();
+        r.sync(&shared);
+        shared.apply_node(node("b", "z9"));
+        assert!(!r.sync(&shared).full);
+        let id = |s: &ClusterState| {
+            let slots = s.label_slots();
+            slots.slot("zone").and_then(|slot| slots.id(slot, "z9"))
+        };
+        assert!(id(&shared).is_some());
+        assert_eq!(
+            id(r.state()),
+            id(&shared),
+            "the replica knows the new value"
+        );
     }
 
     #[test]

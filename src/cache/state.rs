@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use crate::cache::Objects;
 use crate::cache::generations::Generations;
+use crate::cache::node_inputs::LabelSlots;
 use crate::cache::zone_index::{CountDimension, ZoneIndex};
 use crate::objects::Keyed;
 use crate::objects::namespace::NamespaceInfo;
@@ -73,6 +74,8 @@ pub struct ClusterState {
     pods_by_node: HashMap<String, HashSet<String>>,
     usage: HashMap<String, NodeUsage>,
     zones: ZoneIndex,
+    /// Which labels are interned inline in every node record.
+    label_slots: LabelSlots,
     /// Pods with any pod (anti-)affinity term (kube-scheduler's `PodsWithAffinity`).
     with_affinity: HashSet<String>,
     /// Pods with a required anti-affinity term (`PodsWithRequiredAntiAffinity`).
@@ -193,6 +196,34 @@ impl ClusterState {
         &self.zones
     }
 
+    /// The inline label slots (see [`crate::objects::inputs`]).
+    pub fn label_slots(&self) -> &LabelSlots {
+        &self.label_slots
+    }
+
+    /// Keeps the values of label `keys` inline in every node record from now
+    /// on (the keys the policy's plugins read; earlier keys keep their slots).
+    pub fn watch_labels<'a>(&mut self, keys: impl IntoIterator<Item = &'a str>) {
+        if !self.label_slots.add_keys(keys) {
+            return;
+        }
+        for node in self.nodes.values_mut() {
+            self.label_slots.assign(Arc::make_mut(node));
+        }
+        // Every node record changed: a replica copies the state again.
+        self.generations.touch_everything();
+    }
+
+    /// Takes the label slots of `other` when they changed since the last
+    /// copy (a replica whose node records come from `other`: ids the records
+    /// carry must read the same in both). Slots and values are only added,
+    /// so an unchanged [`LabelSlots::stamp`] means unchanged content.
+    pub fn copy_label_slots_from(&mut self, other: &ClusterState) {
+        if self.label_slots.stamp() != other.label_slots.stamp() {
+            self.label_slots.clone_from(&other.label_slots);
+        }
+    }
+
     /// Indexes exactly `dims` from now on, recounting every pod if they changed
     /// (a policy reload that adds or changes a ZoneSpread configuration).
     pub fn set_dimensions(&mut self, dims: &[CountDimension]) {
@@ -207,12 +238,14 @@ impl ClusterState {
     /// Adds or replaces a node; pods already on it are recounted under its new labels.
     /// Returns false when the node was already known exactly so (status-only
     /// updates such as heartbeats change nothing placer keeps).
-    pub fn apply_node(&mut self, node: NodeInfo) -> bool {
+    pub fn apply_node(&mut self, mut node: NodeInfo) -> bool {
+        self.label_slots.assign(&mut node);
         self.apply_shared_node(Arc::new(node))
     }
 
-    /// [`apply_node`](Self::apply_node) for a record already shared (a
-    /// replica takes the same `Arc` as the state it copies).
+    /// [`apply_node`](Self::apply_node) for a record already shared, whose
+    /// inline label inputs the state it comes from filled (a replica takes
+    /// the same `Arc`, and that state's label slots with it).
     pub fn apply_shared_node(&mut self, new: Arc<NodeInfo>) -> bool {
         let name = new.name.clone();
         let old = self.nodes.insert(name.clone(), new.clone());
@@ -314,9 +347,13 @@ impl ClusterState {
 
     /// Replaces every node (after a full relist).
     pub fn replace_nodes(&mut self, nodes: Vec<NodeInfo>) {
+        let slots = &mut self.label_slots;
         self.nodes = nodes
             .into_iter()
-            .map(|n| (n.name.clone(), Arc::new(n)))
+            .map(|mut n| {
+                slots.assign(&mut n);
+                (n.name.clone(), Arc::new(n))
+            })
             .collect();
         self.recount();
         self.generations.touch_everything();

@@ -34,6 +34,7 @@ pub fn score(args: &ScoreArgs) -> anyhow::Result<()> {
         );
     };
     let mut state = ClusterState::with_dimensions(&policy.count_dimensions());
+    state.watch_labels(policy.node_label_keys().iter().map(String::as_str));
     let mut nodes: Vec<_> = cluster.nodes.iter().map(|n| n.name.clone()).collect();
     nodes.sort();
     cluster.fill(&mut state);

@@ -40,6 +40,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         );
     }
     let dims = compiled.count_dimensions();
+    let label_keys = compiled.node_label_keys();
 
     let mut api_client = None;
     let mut pending = None;
@@ -50,6 +51,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 warn!(file = %path.display(), "{warning}");
             }
             let mut state = ClusterState::with_dimensions(&dims);
+            state.watch_labels(label_keys.iter().map(String::as_str));
             info!(nodes = snapshot.nodes.len(), pods = snapshot.pods.len(), file = %path.display(), "loaded snapshot");
             pending = Some(Arc::new(PendingPods::from_pods(
                 snapshot
@@ -66,6 +68,9 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             api_client = Some(client.clone());
             let cache = Arc::new(Cache::new());
             cache.write().set_dimensions(&dims);
+            cache
+                .write()
+                .watch_labels(label_keys.iter().map(String::as_str));
             let delay = Duration::from_millis(args.debug_watch_event_delay_ms);
             tokio::spawn(watch::watch_nodes(client.clone(), cache.clone(), delay));
             tokio::spawn(watch::watch_pods(client.clone(), cache.clone(), delay));

@@ -6,6 +6,7 @@ use k8s_openapi::api::core::v1::{Node, Taint};
 use serde::Deserialize;
 
 use crate::objects::Resources;
+use crate::objects::inputs::NodeInputs;
 
 /// The fields of a node that placer's plugins use. Shared as `Arc<NodeInfo>`
 /// between the cache and every request that looks at the node.
@@ -21,6 +22,8 @@ pub struct NodeInfo {
     pub taints: Vec<Taint>,
     /// `status.allocatable`.
     pub allocatable: Resources,
+    /// The policy's label values as interned ids, filled by the cache.
+    pub inputs: NodeInputs,
 }
 
 impl NodeInfo {
@@ -145,6 +148,7 @@ impl From<&Node> for NodeInfo {
             unschedulable: spec.and_then(|s| s.unschedulable).unwrap_or(false),
             taints: spec.and_then(|s| s.taints.clone()).unwrap_or_default(),
             allocatable,
+            inputs: NodeInputs::default(),
         }
     }
 }
@@ -186,6 +190,7 @@ impl<'de> Deserialize<'de> for NodeInfo {
             unschedulable: spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false),
             taints: spec.and_then(|s| s.taints).unwrap_or_default(),
             allocatable,
+            inputs: NodeInputs::default(),
         })
     }
 }

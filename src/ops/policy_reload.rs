@@ -32,6 +32,12 @@ pub fn apply(state: &AppState, text: &str, file: &str) -> Result<(), PolicyError
             .collect::<Vec<_>>(),
     );
     state.cache.write().set_dimensions(&union);
+    // Slots are only added, so requests under the old policy keep theirs.
+    let keys = new.node_label_keys();
+    state
+        .cache
+        .write()
+        .watch_labels(keys.iter().map(String::as_str));
     state.policy.store(Arc::new(new));
     state.cache.write().set_dimensions(&new_dims);
     // Pods that fit nowhere under the old policy may fit under the new one:

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cache::ClusterState;
 use crate::framework::{CycleState, FilterPlugin, PreFilterPlugin, Status};
+use crate::objects::inputs::{LabelSlot, NodeLabel};
 use crate::objects::{NodeInfo, PodInfo};
 use crate::plugins::fields::NonEmpty;
 
@@ -77,13 +78,28 @@ impl From<RawRule> for CapabilityRule {
     }
 }
 
+impl CapabilityFilterArgs {
+    /// The node labels the rules test, for the cache's inline slots.
+    pub fn node_label_keys(&self) -> Vec<String> {
+        self.rules
+            .iter()
+            .map(|r| r.node_label.to_string())
+            .collect()
+    }
+}
+
 /// The plugin.
 pub struct CapabilityFilter {
     rules: Arc<[CapabilityRule]>,
 }
 
-/// Indexes of the rules the current pod activates (written in PreFilter).
-struct ActiveRules(Vec<usize>);
+/// The rules the current pod activates (written in PreFilter): index, and
+/// the slot of the rule's label with the id of the required value when the
+/// cache interns that label (`None` id: no node carries the value).
+struct ActiveRules(Vec<(usize, RuleSlot)>);
+
+/// A rule's label slot and the id of its required value, if interned.
+type RuleSlot = Option<(LabelSlot, Option<u32>)>;
 
 impl CapabilityFilter {
     /// Builds the plugin from its arguments.
@@ -96,14 +112,33 @@ impl CapabilityFilter {
 
 crate::plugin!(CapabilityFilter, NAME, [pre_filter, filter]);
 
+impl CapabilityFilter {
+    /// Whether `node` has the rule's label value: by interned id when the
+    /// node's inline table knows the label, else by string.
+    fn satisfies(rule: &CapabilityRule, slot: RuleSlot, node: &NodeInfo) -> bool {
+        if let Some((slot, wanted)) = slot {
+            match node.inputs.get(slot) {
+                NodeLabel::Value(id) => return Some(id) == wanted,
+                NodeLabel::Absent => return false,
+                NodeLabel::Unknown => {}
+            }
+        }
+        node.label(&rule.node_label) == Some(rule.node_value.as_str())
+    }
+}
+
 impl PreFilterPlugin for CapabilityFilter {
-    fn pre_filter(&self, state: &mut CycleState, pod: &PodInfo, _: &ClusterState) -> Status {
-        let active: Vec<usize> = self
+    fn pre_filter(&self, state: &mut CycleState, pod: &PodInfo, cluster: &ClusterState) -> Status {
+        let slots = cluster.label_slots();
+        let active: Vec<_> = self
             .rules
             .iter()
             .enumerate()
             .filter(|(_, r)| pod.annotations.get(r.pod_annotation.as_str()) == Some(&r.pod_value))
-            .map(|(i, _)| i)
+            .map(|(i, r)| {
+                let slot = slots.slot(&r.node_label);
+                (i, slot.map(|s| (s, slots.id(s, &r.node_value))))
+            })
             .collect();
         if active.is_empty() {
             return Status::skip("pod requests no capability");
@@ -121,8 +156,8 @@ impl FilterPlugin for CapabilityFilter {
         };
         let mut missing = active
             .iter()
-            .map(|&i| &self.rules[i])
-            .filter(|r| node.label(&r.node_label) != Some(r.node_value.as_str()));
+            .filter(|&&(i, slot)| !Self::satisfies(&self.rules[i], slot, node))
+            .map(|&(i, _)| &self.rules[i]);
         let Some(first) = missing.next() else {
             return Status::success();
         };

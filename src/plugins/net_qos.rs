@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cache::ClusterState;
 use crate::framework::{CycleState, NodeScore, PreScorePlugin, ScorePlugin, Status};
+use crate::objects::inputs::{LabelSlot, NodeLabel};
 use crate::objects::{NodeInfo, PodInfo};
 use crate::plugins::fields::{NonEmpty, Score};
 
@@ -106,15 +107,45 @@ crate::plugin!(NetQos, NAME, [pre_score, score]);
 impl PreScorePlugin for NetQos {
     fn pre_score(
         &self,
-        _: &mut CycleState,
+        state: &mut CycleState,
         pod: &PodInfo,
         _: &[Arc<NodeInfo>],
-        _: &ClusterState,
+        cluster: &ClusterState,
     ) -> Status {
-        if pod.labels.get(self.args.pod_label.as_str()) == Some(&self.args.pod_value) {
-            Status::success()
-        } else {
-            Status::skip(self.not_affected.clone())
+        if pod.labels.get(self.args.pod_label.as_str()) != Some(&self.args.pod_value) {
+            return Status::skip(self.not_affected.clone());
+        }
+        let slots = cluster.label_slots();
+        if let Some(slot) = slots.slot(&self.args.node_label) {
+            let tiers = self
+                .args
+                .tiers
+                .iter()
+                .filter_map(|(tier, score)| Some((slots.id(slot, tier)?, score.get())))
+                .collect();
+            state.write(TierIds { slot, tiers });
+        }
+        Status::success()
+    }
+}
+
+/// The tiers by the cache's interned id of their value (written in PreScore
+/// when the cache keeps the node label inline).
+struct TierIds {
+    slot: LabelSlot,
+    tiers: Vec<(u32, i64)>,
+}
+
+impl NetQos {
+    /// The score of a node whose label is `tier` (`None`: unlabeled), with its note.
+    fn tier_score(&self, tier: Option<Option<i64>>) -> NodeScore {
+        let a = &self.args;
+        match tier {
+            None => NodeScore::value(a.unlabeled_score.get()).with_note(self.unlabeled.clone()),
+            Some(Some(score)) => NodeScore::value(score),
+            Some(None) => {
+                NodeScore::value(a.unknown_tier_score.get()).with_note(self.unknown_tier.clone())
+            }
         }
     }
 }
@@ -122,20 +153,26 @@ impl PreScorePlugin for NetQos {
 impl ScorePlugin for NetQos {
     fn score(
         &self,
-        _: &CycleState,
+        state: &CycleState,
         _: &PodInfo,
         node: &NodeInfo,
         _: &ClusterState,
     ) -> Result<NodeScore, Status> {
+        if let Some(ids) = state.read::<TierIds>() {
+            match node.inputs.get(ids.slot) {
+                NodeLabel::Value(id) => {
+                    let score = ids.tiers.iter().find(|(t, _)| *t == id).map(|(_, s)| *s);
+                    return Ok(self.tier_score(Some(score)));
+                }
+                NodeLabel::Absent => return Ok(self.tier_score(None)),
+                NodeLabel::Unknown => {}
+            }
+        }
         let a = &self.args;
-        Ok(match node.label(&a.node_label) {
-            None => NodeScore::value(a.unlabeled_score.get()).with_note(self.unlabeled.clone()),
-            Some(tier) => match a.tiers.get(tier) {
-                Some(score) => NodeScore::value(score.get()),
-                None => NodeScore::value(a.unknown_tier_score.get())
-                    .with_note(self.unknown_tier.clone()),
-            },
-        })
+        Ok(self.tier_score(
+            node.label(&a.node_label)
+                .map(|tier| a.tiers.get(tier).map(|s| s.get())),
+        ))
     }
 }
 

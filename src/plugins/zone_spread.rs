@@ -14,6 +14,7 @@ use crate::cache::{ClusterState, CountDimension, CountSelector};
 use crate::framework::{
     CycleState, MAX_NODE_SCORE, NodeScore, PreScorePlugin, ScorePlugin, Status,
 };
+use crate::objects::inputs::{LabelSlot, NodeLabel};
 use crate::objects::{NodeInfo, PodInfo};
 use crate::plugins::fields::NonEmpty;
 
@@ -128,8 +129,12 @@ pub struct ZoneSpread {
     no_zone: Arc<str>,
 }
 
-/// Zone → count of pods alike to the current pod (written in PreScore).
-struct ZoneCountsForPod(crate::cache::zone_index::ZoneCounts);
+/// Zone → count of pods alike to the current pod (written in PreScore), and
+/// the same by the cache's interned zone id when it keeps the zone label inline.
+struct ZoneCountsForPod {
+    counts: crate::cache::zone_index::ZoneCounts,
+    by_id: Option<(LabelSlot, Vec<(u32, u64)>)>,
+}
 
 impl ZoneSpread {
     /// Builds the plugin from its arguments.
@@ -157,7 +162,15 @@ impl PreScorePlugin for ZoneSpread {
             .counts(&self.dimension, pod)
             .cloned()
             .unwrap_or_default();
-        state.write(ZoneCountsForPod(counts));
+        let slots = cluster.label_slots();
+        let by_id = slots.slot(&self.dimension.zone_label).map(|slot| {
+            let ids = counts
+                .iter()
+                .filter_map(|(zone, &n)| Some((slots.id(slot, zone)?, n)))
+                .collect();
+            (slot, ids)
+        });
+        state.write(ZoneCountsForPod { counts, by_id });
         Status::success()
     }
 }
@@ -170,7 +183,17 @@ impl ScorePlugin for ZoneSpread {
         node: &NodeInfo,
         _: &ClusterState,
     ) -> Result<NodeScore, Status> {
-        let ZoneCountsForPod(counts) = state.from_pre_score::<ZoneCountsForPod>()?;
+        let ZoneCountsForPod { counts, by_id } = state.from_pre_score::<ZoneCountsForPod>()?;
+        if let Some((slot, ids)) = by_id {
+            match node.inputs.get(*slot) {
+                NodeLabel::Value(id) => {
+                    let n = ids.iter().find(|(z, _)| *z == id).map_or(0, |(_, n)| *n);
+                    return Ok(NodeScore::value(n as i64));
+                }
+                NodeLabel::Absent => return Ok(NodeScore::none(self.no_zone.clone())),
+                NodeLabel::Unknown => {}
+            }
+        }
         Ok(match node.label(&self.dimension.zone_label) {
             None => NodeScore::none(self.no_zone.clone()),
             Some(zone) => NodeScore::value(counts.get(zone).copied().unwrap_or(0) as i64),

@@ -171,4 +171,25 @@ impl CompiledPolicy {
         }
         dims
     }
+
+    /// The node label keys the policy's plugins read on every node of a
+    /// request: the cache keeps their values inline per node (see
+    /// [`crate::objects::inputs`]), in this order of priority.
+    pub fn node_label_keys(&self) -> Vec<String> {
+        let mut keys: Vec<String> = Vec::new();
+        for p in self.policy.profiles.iter().flat_map(|p| &p.plugins) {
+            let declared = match &p.args {
+                PluginArgs::CapabilityFilter(a) => a.node_label_keys(),
+                PluginArgs::ZoneSpread(a) => vec![a.zone_label.to_string()],
+                PluginArgs::NetQos(a) => vec![a.node_label.to_string()],
+                _ => Vec::new(),
+            };
+            for k in declared {
+                if !keys.contains(&k) {
+                    keys.push(k);
+                }
+            }
+        }
+        keys
+    }
 }

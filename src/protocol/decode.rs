@@ -83,7 +83,7 @@ impl DecodeError {
 }
 
 /// Decodes `bytes` as `T`, reporting the failing field's path and position.
-pub fn from_slice<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, DecodeError> {
+pub fn from_slice<'de, T: Deserialize<'de>>(bytes: &'de [u8]) -> Result<T, DecodeError> {
     // Fast path: valid bodies skip serde_path_to_error's per-value tracking;
     // a failing body is decoded again below to name the failing field.
     if let Ok(value) = serde_json::from_slice(bytes) {
@@ -111,6 +111,18 @@ pub fn from_raw<T: DeserializeOwned>(
         e.within = Some(raw.get().to_string());
         e
     })
+}
+
+/// [`from_raw`] with the field's path built only when decoding fails (a
+/// full-node request decodes thousands of embedded nodes).
+pub fn from_raw_lazy<T: DeserializeOwned>(
+    raw: &serde_json::value::RawValue,
+    field: impl FnOnce() -> String,
+) -> Result<T, DecodeError> {
+    if let Ok(value) = serde_json::from_str(raw.get()) {
+        return Ok(value);
+    }
+    from_raw(raw, &field())
 }
 
 fn describe(path: String, e: &serde_json::Error) -> DecodeError {

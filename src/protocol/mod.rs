@@ -7,13 +7,16 @@
 //! same as absent. Kubernetes objects inside (Pod, Node) stay raw JSON until a
 //! verb needs them, so nodes can be echoed back byte for byte.
 
+pub mod borrowed;
 pub mod decode;
+pub mod encode;
 
 use std::collections::BTreeMap;
 
 use serde::Serialize;
 use serde_json::value::RawValue;
 
+pub use borrowed::{ExtenderArgsRef, NodeListRef};
 use decode::wire_struct;
 pub use decode::{DecodeError, from_raw, from_slice};
 

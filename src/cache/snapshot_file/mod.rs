@@ -10,6 +10,7 @@
 //! (kube-scheduler tolerates pods on nodes it has not seen) and reported by
 //! [`Snapshot::unknown_node_warning`].
 
+mod stream;
 mod validate;
 
 use std::collections::HashMap;
@@ -102,19 +103,23 @@ pub fn parse(text: &str, file: &str) -> Result<Snapshot, SnapshotError> {
         text,
         out: Snapshot::default(),
         node_names: HashMap::new(),
+        failure: None,
     };
     for (document, de) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
-        let value = <Value as serde::Deserialize>::deserialize(de).map_err(|e| {
-            let (position, message) = yaml::split_error(&e);
-            error(position, format!("document {}: {message}", document + 1))
-        })?;
-        let at = Place {
+        let seed = stream::Document {
+            reader: &mut reader,
             document,
-            within: FieldPath::default(),
         };
-        reader
-            .add(value, &at)
-            .map_err(|(position, message)| error(position, message))?;
+        if let Err(e) = serde::de::DeserializeSeed::deserialize(seed, de) {
+            if let Some((position, message)) = reader.failure.take() {
+                return Err(error(position, message));
+            }
+            let (position, message) = yaml::split_error(&e);
+            return Err(error(
+                position,
+                format!("document {}: {message}", document + 1),
+            ));
+        }
     }
     Ok(reader.out)
 }
@@ -144,6 +149,8 @@ struct Reader<'a> {
     out: Snapshot,
     /// Each node name seen, with where it was first.
     node_names: HashMap<String, String>,
+    /// The problem that stopped a streamed document (see [`stream`]).
+    failure: Option<Failure>,
 }
 
 impl Reader<'_> {

@@ -6,6 +6,7 @@ use axum::extract::{FromRequest, Request};
 
 use super::ExtenderState;
 use super::error::ApiError;
+use crate::protocol::ExtenderArgsRef;
 
 /// Bodies above this are decoded and evaluated on the blocking pool, so a
 /// 50 MB full-node request does not stall other requests (~1 ms of work).
@@ -38,7 +39,7 @@ impl FromRequest<ExtenderState> for RawBody {
 }
 
 /// Decodes a verb's JSON body; a bad body is a 400 naming field and position.
-pub fn decode<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+pub fn decode<'b, T: serde::Deserialize<'b>>(bytes: &'b [u8]) -> Result<T, ApiError> {
     crate::protocol::from_slice(bytes).map_err(ApiError::bad_json)
 }
 
@@ -50,6 +51,22 @@ pub async fn decode_and_run<A, T>(
 ) -> Result<T, ApiError>
 where
     A: serde::de::DeserializeOwned + 'static,
+    T: Send + 'static,
+{
+    run(state, body, move |s, b| {
+        evaluate(s, decode(b)?).map_err(|e| e.relocate(b))
+    })
+    .await
+}
+
+/// Decodes the body as borrowed [`ExtenderArgsRef`] and evaluates it, on the
+/// blocking pool when large: the verbs on every scheduling cycle.
+pub async fn decode_args_and_run<T>(
+    state: &ExtenderState,
+    body: Bytes,
+    evaluate: for<'b> fn(&ExtenderState, ExtenderArgsRef<'b>) -> Result<T, ApiError>,
+) -> Result<T, ApiError>
+where
     T: Send + 'static,
 {
     run(state, body, move |s, b| {

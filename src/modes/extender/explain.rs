@@ -7,10 +7,10 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
 use crate::framework::{Explanation, explain as explain_pod};
-use crate::protocol::ExtenderArgs;
+use crate::protocol::ExtenderArgsRef;
 
 use super::ExtenderState;
-use super::body::{RawBody, decode_and_run};
+use super::body::{RawBody, decode_args_and_run};
 use super::error::ApiError;
 use super::request;
 
@@ -35,7 +35,7 @@ pub async fn explain(
             )));
         }
     };
-    let e = decode_and_run(&state, body, evaluate).await?;
+    let e = decode_args_and_run(&state, body, evaluate).await?;
     Ok(if table {
         e.to_table().into_response()
     } else {
@@ -44,11 +44,15 @@ pub async fn explain(
 }
 
 /// Explains the request.
-pub fn evaluate(state: &ExtenderState, args: ExtenderArgs) -> Result<Explanation, ApiError> {
+pub fn evaluate(state: &ExtenderState, args: ExtenderArgsRef<'_>) -> Result<Explanation, ApiError> {
     let policy = state.policy.load();
     let cluster = state.cache.read();
     let req = request::decode(args, &cluster)?;
     let framework = request::profile_for(&policy, &req.pod).map_err(ApiError::bad_request)?;
-    let nodes: Vec<_> = req.nodes.into_iter().map(|r| (r.name, r.node)).collect();
+    let nodes: Vec<_> = req
+        .nodes
+        .into_iter()
+        .map(|r| (r.name.into_owned(), r.node))
+        .collect();
     Ok(explain_pod(&framework, &req.pod, &nodes, &cluster))
 }

@@ -85,6 +85,18 @@ pub fn answer<T: serde::Serialize>(body: T, domain_error: bool) -> Response {
     response
 }
 
+/// An encoded JSON answer (the verbs' hand-written encoders).
+pub fn json_bytes(body: Vec<u8>) -> Response {
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            axum::http::HeaderValue::from_static("application/json"),
+        )],
+        body,
+    )
+        .into_response()
+}
+
 impl ExtenderState {
     /// The verbs' state over the service's; `binder` is `None` without an API server.
     pub fn new(state: &AppState, binder: Option<Arc<Binder>>, settings: Settings) -> Self {

@@ -34,7 +34,7 @@ pub fn evaluate(
     state: &ExtenderState,
     args: ExtenderPreemptionArgs,
 ) -> Result<ExtenderPreemptionResult, ApiError> {
-    let pod = request::decode_pod(args.pod)?;
+    let pod = request::decode_pod(args.pod.as_deref())?;
     let candidates = match (args.node_name_to_meta_victims, args.node_name_to_victims) {
         (Some(meta), _) => meta,
         (None, Some(full)) => to_meta(full)?,

@@ -1,28 +1,31 @@
 //! `POST /prioritize`: a 0..=10 score for every requested node (design §6).
 
-use axum::Json;
 use axum::extract::State;
+use axum::response::Response;
 
 use crate::framework::CycleState;
-use crate::protocol::{ExtenderArgs, HostPriority, HostPriorityList};
+use crate::protocol::ExtenderArgsRef;
+use crate::protocol::encode;
 
-use super::ExtenderState;
-use super::body::{RawBody, decode_and_run};
+use super::body::{RawBody, decode_args_and_run};
 use super::error::ApiError;
 use super::request;
+use super::{ExtenderState, json_bytes};
 
 /// The handler.
 pub async fn prioritize(
     State(state): State<ExtenderState>,
     RawBody(body): RawBody,
-) -> Result<Json<HostPriorityList>, ApiError> {
-    decode_and_run(&state, body, evaluate).await.map(Json)
+) -> Result<Response, ApiError> {
+    decode_args_and_run(&state, body, respond)
+        .await
+        .map(json_bytes)
 }
 
-/// Scores the request's nodes. Names placer does not know score 0. A
-/// scoring error answers 500: kube-scheduler then ignores this extender's
-/// scores for the pod, which is the safe outcome.
-pub fn evaluate(state: &ExtenderState, args: ExtenderArgs) -> Result<HostPriorityList, ApiError> {
+/// Scores the request's nodes and encodes the `HostPriorityList`. Names
+/// placer does not know score 0. A scoring error answers 500: kube-scheduler
+/// then ignores this extender's scores for the pod, which is the safe outcome.
+pub fn respond(state: &ExtenderState, args: ExtenderArgsRef<'_>) -> Result<Vec<u8>, ApiError> {
     if !state.cache.is_synced() {
         return Err(ApiError::NotSynced);
     }
@@ -37,20 +40,18 @@ pub fn evaluate(state: &ExtenderState, args: ExtenderArgs) -> Result<HostPriorit
         .map_err(|s| ApiError::internal(s.attributed_message()))?;
     drop(cluster);
     let mut k = 0;
-    Ok(req
-        .nodes
-        .into_iter()
-        .map(|r| {
+    let mut out = Vec::with_capacity(2 + req.nodes.len() * 64);
+    encode::priorities(
+        &mut out,
+        req.nodes.iter().map(|r| {
             let score = if r.node.is_some() {
                 k += 1;
                 table.extender_score(k - 1)
             } else {
                 0
             };
-            HostPriority {
-                host: r.name,
-                score,
-            }
-        })
-        .collect())
+            (&r.name, score)
+        }),
+    );
+    Ok(out)
 }
