@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::live::{KUBE_SCHEDULER, LiveExplanation, PLACER};
+use super::report::{KUBE_SCHEDULER, LiveExplanation, PLACER};
 use crate::objects::{NodeInfo, PodInfo};
 use crate::plugins::helper::tolerates_taint;
 use crate::plugins::taint_toleration;

@@ -5,7 +5,8 @@
 //! - [`names`]: the path's namespace and name, checked as the API server does;
 //! - [`pending`]: unassigned pods (the cache keeps assigned ones only) and their watch;
 //! - [`in_tree`]: kube-scheduler's default profile, or a `KubeSchedulerConfiguration`;
-//! - [`live`]: the evaluation over every node; [`hints`]: what would change it;
+//! - [`report`]: the answer's shape; [`live`]: the evaluation over every node;
+//!   [`hints`]: what would change it;
 //!   [`table`]: its text form;
 //! - [`diagnoses`]: the last diagnosis per pending pod, bounded, reused while
 //!   nothing changed;
@@ -21,6 +22,7 @@ pub mod in_tree;
 pub mod live;
 pub mod names;
 pub mod pending;
+pub mod report;
 pub mod simulator;
 mod table;
 
@@ -35,8 +37,8 @@ use crate::state::Mode;
 
 pub use diagnoses::{Attempt, Diagnoses};
 pub use in_tree::InTree;
-pub use live::LiveExplanation;
 pub use pending::PendingPods;
+pub use report::LiveExplanation;
 
 /// Everything an explanation reads.
 pub struct Explainer {

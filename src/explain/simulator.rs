@@ -114,7 +114,7 @@ pub async fn annotate(client: Client, explainer: Arc<Explainer>, mut rx: mpsc::R
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::explain::live::{NodeVerdict, Side};
+    use crate::explain::report::{NodeVerdict, Side};
     use crate::framework::explain::{FilterRow, ScoreRow};
 
     fn node(name: &str, feasible: bool) -> NodeVerdict {

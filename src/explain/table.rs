@@ -5,7 +5,7 @@
 
 use std::fmt::Write as _;
 
-use super::live::{KUBE_SCHEDULER, LiveExplanation, NodeVerdict};
+use super::report::{KUBE_SCHEDULER, LiveExplanation, NodeVerdict};
 use crate::framework::explain::{shorten, write_aligned, write_notes};
 
 impl LiveExplanation {

@@ -13,7 +13,10 @@ use axum::response::{IntoResponse, Response};
 use crate::metrics::Outcome;
 use crate::protocol::{DecodeError, ErrorBody};
 
-use super::request::NOT_SYNCED;
+/// Answer while the initial node and pod lists are not in yet: every name
+/// would look unknown, so say why instead of rejecting every node.
+pub const NOT_SYNCED: &str =
+    "placer's cache has not synced with the API server yet; the pod will be retried";
 
 /// A request that cannot be answered with the verb's normal result.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -8,7 +8,7 @@ use crate::protocol::encode::{self, FilteredNode, Listing, Placement};
 use crate::protocol::{ExtenderArgsRef, ExtenderFilterResult};
 
 use super::body::{RawBody, decode_args_and_run};
-use super::error::ApiError;
+use super::error::{ApiError, NOT_SYNCED};
 use super::request::{self, Requested, Shape};
 use super::retry::NODE_CACHE;
 use super::{ExtenderState, answer, json_bytes};
@@ -88,7 +88,7 @@ impl FilteredNode for Filtered<'_, '_> {
 /// Filters the request's nodes with the pod's profile and encodes the answer.
 pub fn respond(state: &ExtenderState, args: ExtenderArgsRef<'_>) -> Result<Answer, ApiError> {
     if !state.cache.is_synced() {
-        return Ok(Answer::error(request::NOT_SYNCED));
+        return Ok(Answer::error(NOT_SYNCED));
     }
     let policy = state.policy.load();
     let cluster = state.cache.read();

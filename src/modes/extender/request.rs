@@ -138,11 +138,6 @@ pub fn decode_pod(raw: Option<&RawValue>) -> Result<PodInfo, ApiError> {
     Ok(pod)
 }
 
-/// Answer while the initial node and pod lists are not in yet: every name
-/// would look unknown, so say why instead of rejecting every node.
-pub const NOT_SYNCED: &str =
-    "placer's cache has not synced with the API server yet; the pod will be retried";
-
 /// The profile for `pod`, or the domain error the scheduler should show.
 pub fn profile_for(policy: &CompiledPolicy, pod: &PodInfo) -> Result<Arc<Framework>, String> {
     policy
