@@ -6,6 +6,11 @@
 //! Every node has 4 CPUs and holds `PODS_PER_NODE` pods of priority 0 with
 //! 100m each; "fits" asks for 100m, "preempts" for 4 CPUs at priority 1000,
 //! so every node is a candidate and every pod on it a possible victim.
+//! Each case runs two ways: "locked" is `schedule_one` on the state itself
+//! (what the loop ran under the cache's write lock before the replica),
+//! "view" is the loop today: sync the replica with the one pod assumed since
+//! the previous attempt, then attempt on it. "sync, 1 assume" is the only
+//! time the loop now holds the cache's (read) lock.
 //! Prints the median and p90 of `PLACER_BENCH_ITERS` attempts (default 20)
 //! per case:
 //!
@@ -15,9 +20,11 @@
 
 use std::time::Instant;
 
-use placer::cache::ClusterState;
+use placer::cache::{Cache, ClusterState};
 use placer::framework::Nominating;
-use placer::modes::standalone::cycle::{Nominated, TieRotation, schedule_one};
+use placer::modes::standalone::cycle::{Nominated, TieRotation, schedule_on, schedule_one};
+use placer::modes::standalone::sample::Search;
+use placer::modes::standalone::view::CycleView;
 use placer::objects::{NodeInfo, PodInfo, Resources};
 use placer::policy::{CompiledPolicy, load};
 
@@ -74,9 +81,11 @@ fn main() {
         std::process::exit(1);
     };
     let rotation = TieRotation::default();
-    println!("case           nodes   pods      p50         p90");
+    println!("case                   nodes    pods      p50         p90");
     for nodes in [500, 5_000] {
         let mut c = cluster(nodes);
+        let cache = Cache::from_state(cluster(nodes));
+        let view = CycleView::default();
         for (case, p) in [
             ("fits", pod("incoming", 0, "100m")),
             ("preempts", pod("incoming", 1000, "4")),
@@ -92,23 +101,89 @@ fn main() {
                 eprintln!("{case} at {nodes} nodes: unexpected outcome {outcome:?}");
                 std::process::exit(1);
             }
-            let mut times: Vec<f64> = (0..iters)
-                .map(|_| {
-                    let start = Instant::now();
-                    let out = schedule_one(&framework, &p, &mut c, Nominated::default(), &rotation);
-                    let elapsed = start.elapsed().as_secs_f64();
-                    let _ = std::hint::black_box(out);
-                    elapsed
-                })
-                .collect();
-            times.sort_by(f64::total_cmp);
-            let at = |q: f64| times[((times.len() - 1) as f64 * q) as usize] * 1e3;
-            println!(
-                "{case:<12} {nodes:>7} {:>7} {:>9.2} ms {:>9.2} ms",
-                nodes * PODS_PER_NODE,
-                at(0.5),
-                at(0.9)
-            );
+            // schedule_one on a state it may mutate: what the loop ran under
+            // the cache's write lock before the replica.
+            let locked = sample(iters, || {
+                let out = schedule_one(&framework, &p, &mut c, Nominated::default(), &rotation);
+                let _ = std::hint::black_box(out);
+            });
+            report(&format!("{case} (locked)"), nodes, &locked);
+            // The loop today: sync the replica (one pod assumed since the
+            // previous attempt), then the attempt on it, no lock held.
+            let mut n = 0;
+            let viewed = sample(iters, || {
+                n += 1;
+                let out = view.attempt(&cache, |cluster, all| {
+                    schedule_on(
+                        &framework,
+                        &p,
+                        cluster,
+                        all,
+                        Nominated::default(),
+                        &rotation,
+                        Search::ALL,
+                    )
+                });
+                if let Ok(placed) = &out {
+                    let mut assumed = pod(&format!("assumed-{case}-{n}"), 0, "1m");
+                    assumed.node_name = Some(placed.node.clone());
+                    cache.write().apply_pod(assumed);
+                }
+                let _ = std::hint::black_box(out);
+            });
+            report(&format!("{case} (view)"), nodes, &viewed);
         }
+        // The only time the cache is locked now: the sync after one assume.
+        let mut n = 0;
+        let synced = sample(iters, || {
+            n += 1;
+            let mut assumed = pod(&format!("sync-{n}"), 0, "1m");
+            assumed.node_name = Some(format!("node-{}", n % nodes));
+            cache.write().apply_pod(assumed);
+            let started = Instant::now();
+            view.attempt(&cache, |_, _| ());
+            started.elapsed().as_secs_f64()
+        });
+        report("sync, 1 assume", nodes, &synced);
     }
+}
+
+/// Times `iters` runs of `f`; a closure returning a duration reports that instead.
+fn sample<R: Timed>(iters: usize, mut f: impl FnMut() -> R) -> Vec<f64> {
+    let mut times: Vec<f64> = (0..iters)
+        .map(|_| {
+            let start = Instant::now();
+            let r = f();
+            r.seconds().unwrap_or_else(|| start.elapsed().as_secs_f64())
+        })
+        .collect();
+    times.sort_by(f64::total_cmp);
+    times
+}
+
+/// What a timed closure returns: nothing, or its own measurement.
+trait Timed {
+    fn seconds(&self) -> Option<f64>;
+}
+
+impl Timed for () {
+    fn seconds(&self) -> Option<f64> {
+        None
+    }
+}
+
+impl Timed for f64 {
+    fn seconds(&self) -> Option<f64> {
+        Some(*self)
+    }
+}
+
+fn report(case: &str, nodes: usize, times: &[f64]) {
+    let at = |q: f64| times[((times.len() - 1) as f64 * q) as usize] * 1e3;
+    println!(
+        "{case:<20} {nodes:>7} {:>7} {:>9.3} ms {:>9.3} ms",
+        nodes * PODS_PER_NODE,
+        at(0.5),
+        at(0.9)
+    );
 }

@@ -7,14 +7,18 @@
 //! - [`watch`]: the watches that feed the state from the API server, on the
 //!   list-and-watch loop of [`watch_stream`], with per-kind [`watch_health`].
 //! - [`changes`]: which nodes changed, for the extender's parked-pod re-checks.
+//! - [`generations`] and [`Replica`]: per-node change numbers, and the
+//!   standalone scheduler's private copy that catches up on them.
 //! - [`snapshot_file`]: fills the same state from a YAML/JSON file instead.
 //!
 //! Requests read through [`Cache::read`]: the guard is their consistent
 //! snapshot for the length of one evaluation.
 
 pub mod changes;
+pub mod generations;
 pub mod node_inputs;
 mod objects;
+mod replica;
 pub mod snapshot_file;
 mod state;
 pub mod watch;
@@ -28,6 +32,7 @@ use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 pub use changes::{ChangeFeed, Changes};
 pub use objects::Objects;
+pub use replica::{Replica, SyncStats};
 pub use state::{ClusterState, NodeUsage, Stored};
 pub use watch_health::{WatchHealth, WatchHealthSet};
 pub use zone_index::{CountDimension, CountKey, CountSelector, ZoneIndex};

@@ -20,7 +20,7 @@ const MAX_VALUES_PER_KEY: usize = 1 << 16;
 static NEXT_EPOCH: AtomicU32 = AtomicU32::new(1);
 
 /// The label keys with an inline slot and their interned values.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct LabelSlots {
     epoch: u32,
     keys: Vec<String>,
@@ -44,6 +44,16 @@ impl LabelSlots {
             return None;
         }
         self.values.get(slot.index as usize)?.get(value).copied()
+    }
+
+    /// Identifies the content: slots and values are only ever added, so two
+    /// copies of one growing table with the same stamp are equal.
+    pub fn stamp(&self) -> (u32, usize, usize) {
+        (
+            self.epoch,
+            self.keys.len(),
+            self.values.iter().map(HashMap::len).sum(),
+        )
     }
 
     /// Gives slots to the keys in `keys` that have none (while slots last).

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use crate::objects::Keyed;
 
 /// The objects of one kind by key.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Objects<T> {
     items: HashMap<String, T>,
     synced: bool,

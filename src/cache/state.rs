@@ -10,6 +10,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use crate::cache::Objects;
+use crate::cache::generations::Generations;
 use crate::cache::node_inputs::LabelSlots;
 use crate::cache::zone_index::{CountDimension, ZoneIndex};
 use crate::objects::Keyed;
@@ -62,7 +63,11 @@ impl NodeUsage {
 
 /// Nodes by name, assigned pods by `namespace/name`, and the indexes derived
 /// from them: pods per node, usage per node, pods per zone.
-#[derive(Debug, Default)]
+///
+/// `Clone` is for [`Replica`](crate::cache::Replica)'s full copies (after a
+/// relist); every other change reaches a replica node by node through the
+/// [`Generations`] kept here.
+#[derive(Debug, Default, Clone)]
 pub struct ClusterState {
     nodes: HashMap<String, Arc<NodeInfo>, foldhash::fast::RandomState>,
     pods: HashMap<String, PodInfo>,
@@ -84,6 +89,7 @@ pub struct ClusterState {
     replication_controllers: Objects<ReplicationControllerSelector>,
     replica_sets: Objects<ReplicaSetSelector>,
     stateful_sets: Objects<StatefulSetSelector>,
+    generations: Generations,
 }
 
 impl ClusterState {
@@ -161,7 +167,28 @@ impl ClusterState {
 
     /// The objects of one keyed kind, to change (watches, tests).
     pub fn objects_mut<T: Stored>(&mut self) -> &mut Objects<T> {
+        self.generations.touch_objects();
         T::store_mut(self)
+    }
+
+    /// What changed when (for incremental copies).
+    pub fn generations(&self) -> &Generations {
+        &self.generations
+    }
+
+    /// Takes every keyed object store from `other` (a replica catching up
+    /// on a change to any of them; they are small next to the pods).
+    pub fn copy_objects_from(&mut self, other: &ClusterState) {
+        self.budgets.clone_from(&other.budgets);
+        self.claims.clone_from(&other.claims);
+        self.volumes.clone_from(&other.volumes);
+        self.storage_classes.clone_from(&other.storage_classes);
+        self.namespaces.clone_from(&other.namespaces);
+        self.services.clone_from(&other.services);
+        self.replication_controllers
+            .clone_from(&other.replication_controllers);
+        self.replica_sets.clone_from(&other.replica_sets);
+        self.stateful_sets.clone_from(&other.stateful_sets);
     }
 
     /// The zone index (read side).
@@ -183,6 +210,18 @@ impl ClusterState {
         for node in self.nodes.values_mut() {
             self.label_slots.assign(Arc::make_mut(node));
         }
+        // Every node record changed: a replica copies the state again.
+        self.generations.touch_everything();
+    }
+
+    /// Takes the label slots of `other` when they changed since the last
+    /// copy (a replica whose node records come from `other`: ids the records
+    /// carry must read the same in both). Slots and values are only added,
+    /// so an unchanged [`LabelSlots::stamp`] means unchanged content.
+    pub fn copy_label_slots_from(&mut self, other: &ClusterState) {
+        if self.label_slots.stamp() != other.label_slots.stamp() {
+            self.label_slots.clone_from(&other.label_slots);
+        }
     }
 
     /// Indexes exactly `dims` from now on, recounting every pod if they changed
@@ -193,6 +232,7 @@ impl ClusterState {
         }
         self.zones.reset(dims);
         self.recount();
+        self.generations.touch_everything();
     }
 
     /// Adds or replaces a node; pods already on it are recounted under its new labels.
@@ -200,12 +240,19 @@ impl ClusterState {
     /// updates such as heartbeats change nothing placer keeps).
     pub fn apply_node(&mut self, mut node: NodeInfo) -> bool {
         self.label_slots.assign(&mut node);
-        let name = node.name.clone();
-        let new = Arc::new(node);
+        self.apply_shared_node(Arc::new(node))
+    }
+
+    /// [`apply_node`](Self::apply_node) for a record already shared, whose
+    /// inline label inputs the state it comes from filled (a replica takes
+    /// the same `Arc`, and that state's label slots with it).
+    pub fn apply_shared_node(&mut self, new: Arc<NodeInfo>) -> bool {
+        let name = new.name.clone();
         let old = self.nodes.insert(name.clone(), new.clone());
         if old.as_deref() == Some(&*new) {
             return false;
         }
+        self.generations.touch_node(&name);
         let Some(keys) = self.pods_by_node.get(&name) else {
             return true;
         };
@@ -226,6 +273,7 @@ impl ClusterState {
         let Some(old) = self.nodes.remove(name) else {
             return;
         };
+        self.generations.touch_node(name);
         if let Some(keys) = self.pods_by_node.get(name) {
             for key in keys {
                 if let Some(pod) = self.pods.get(key) {
@@ -253,6 +301,7 @@ impl ClusterState {
         if let Some(node) = self.nodes.get(&node_name) {
             self.zones.add(&pod, node);
         }
+        self.generations.touch_node(&node_name);
         self.usage.entry(node_name.clone()).or_default().add(&pod);
         self.pods_by_node
             .entry(node_name.clone())
@@ -280,6 +329,7 @@ impl ClusterState {
         self.with_affinity.remove(key);
         self.with_required_anti.remove(key);
         let node_name = old.node_name.as_deref()?;
+        self.generations.touch_node(node_name);
         if let Some(node) = self.nodes.get(node_name) {
             self.zones.remove(&old, node);
         }
@@ -306,6 +356,7 @@ impl ClusterState {
             })
             .collect();
         self.recount();
+        self.generations.touch_everything();
     }
 
     /// Replaces every pod (after a full relist).
@@ -319,6 +370,7 @@ impl ClusterState {
         for pod in pods {
             let _ = self.apply_pod(pod);
         }
+        self.generations.touch_everything();
     }
 
     fn recount(&mut self) {

@@ -92,7 +92,7 @@ impl CountDimension {
 pub type ZoneCounts = HashMap<String, u64, foldhash::fast::RandomState>;
 
 /// The counts of every configured dimension.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct ZoneIndex {
     tables: HashMap<CountDimension, HashMap<CountKey, ZoneCounts>>,
 }

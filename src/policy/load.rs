@@ -115,6 +115,7 @@ struct RawPolicy {
     kind: String,
     #[serde(default)]
     extender: RawExtender,
+    percentage_of_nodes_to_score: Option<i64>,
     profiles: Vec<RawProfile>,
 }
 
@@ -128,8 +129,31 @@ struct RawExtender {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct RawProfile {
     scheduler_name: NonEmpty,
+    percentage_of_nodes_to_score: Option<i64>,
     #[serde(default)]
     plugins: Vec<PluginConfig>,
+}
+
+/// kube-scheduler's range check for `percentageOfNodesToScore` (0 = adaptive).
+fn percentage(
+    value: Option<i64>,
+    field: &str,
+    text: &str,
+    nth: usize,
+) -> Result<Option<u8>, (String, (usize, usize))> {
+    match value {
+        None => Ok(None),
+        Some(v) => u8::try_from(v)
+            .ok()
+            .filter(|v| *v <= 100)
+            .map(Some)
+            .ok_or_else(|| {
+                (
+                    format!("{field}: {v} is not in the range [0, 100]"),
+                    locate(text, "percentageOfNodesToScore:", nth),
+                )
+            }),
+    }
 }
 
 impl RawPolicy {
@@ -155,6 +179,24 @@ impl RawPolicy {
                 "profiles: at least one profile is required".into(),
                 locate(text, "profiles:", 1),
             ));
+        }
+        let global = percentage(
+            self.percentage_of_nodes_to_score,
+            "percentageOfNodesToScore",
+            text,
+            1,
+        )?;
+        // The global field, when present, is the first occurrence in the text.
+        let mut percentages_seen = usize::from(self.percentage_of_nodes_to_score.is_some());
+        let mut profile_percentages = Vec::with_capacity(self.profiles.len());
+        for (i, p) in self.profiles.iter().enumerate() {
+            percentages_seen += usize::from(p.percentage_of_nodes_to_score.is_some());
+            profile_percentages.push(percentage(
+                p.percentage_of_nodes_to_score,
+                &format!("profiles[{i}].percentageOfNodesToScore"),
+                text,
+                percentages_seen,
+            )?);
         }
         let mut names = HashSet::new();
         // Occurrences of each plugin name so far, to point at the duplicate.
@@ -202,11 +244,14 @@ impl RawPolicy {
             extender: ExtenderSettings {
                 default_profile: self.extender.default_profile.map(|d| d.to_string()),
             },
+            percentage_of_nodes_to_score: global,
             profiles: self
                 .profiles
                 .into_iter()
-                .map(|p| ProfileConfig {
+                .zip(profile_percentages)
+                .map(|(p, percentage_of_nodes_to_score)| ProfileConfig {
                     scheduler_name: p.scheduler_name,
+                    percentage_of_nodes_to_score,
                     plugins: p.plugins,
                 })
                 .collect(),
@@ -340,6 +385,24 @@ profiles:
         assert_eq!(
             json["profiles"][0]["plugins"][0]["args"]["rules"][0]["nodeValue"],
             "true"
+        );
+    }
+
+    #[test]
+    fn percentage_of_nodes_to_score_per_profile_over_the_global_one() {
+        let text = "apiVersion: placer/v1alpha1\nkind: Policy\npercentageOfNodesToScore: 0\nprofiles:\n- schedulerName: a\n- schedulerName: b\n  percentageOfNodesToScore: 30\n";
+        let c = crate::policy::CompiledPolicy::new(parse(text, "p.yaml").unwrap());
+        assert_eq!(c.percentage_of_nodes_to_score("a"), Some(0));
+        assert_eq!(c.percentage_of_nodes_to_score("b"), Some(30));
+        let unset = "apiVersion: placer/v1alpha1\nkind: Policy\nprofiles:\n- schedulerName: a\n";
+        let c = crate::policy::CompiledPolicy::new(parse(unset, "p.yaml").unwrap());
+        assert_eq!(c.percentage_of_nodes_to_score("a"), None, "every node");
+        let bad = "apiVersion: placer/v1alpha1\nkind: Policy\npercentageOfNodesToScore: 5\nprofiles:\n- schedulerName: a\n  percentageOfNodesToScore: 101\n";
+        let e = err(bad);
+        assert!(
+            e.contains("profiles[0].percentageOfNodesToScore: 101 is not in the range [0, 100]")
+                && e.contains(":6:"),
+            "{e}"
         );
     }
 

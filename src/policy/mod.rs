@@ -33,6 +33,11 @@ pub struct Policy {
     pub kind: String,
     /// Settings of extender mode.
     pub extender: ExtenderSettings,
+    /// Standalone mode: the share of nodes to find feasible before scoring,
+    /// for profiles that set none (kube-scheduler's field; 0 = its adaptive
+    /// share). Unset: every node is evaluated.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub percentage_of_nodes_to_score: Option<u8>,
     /// The profiles, each owning one `schedulerName`.
     pub profiles: Vec<ProfileConfig>,
 }
@@ -51,6 +56,9 @@ pub struct ExtenderSettings {
 pub struct ProfileConfig {
     /// Pods with this `spec.schedulerName` use this profile.
     pub scheduler_name: NonEmpty,
+    /// This profile's `percentageOfNodesToScore`, over the global one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub percentage_of_nodes_to_score: Option<u8>,
     /// Enabled plugins, in the order they run.
     pub plugins: Vec<PluginConfig>,
 }
@@ -115,6 +123,17 @@ impl CompiledPolicy {
     /// The profile named `scheduler_name`.
     pub fn profile(&self, scheduler_name: &str) -> Option<&Arc<Framework>> {
         self.profiles.get(scheduler_name)
+    }
+
+    /// The `percentageOfNodesToScore` in force for profile `scheduler_name`
+    /// (its own, else the global one); `None`: evaluate every node.
+    pub fn percentage_of_nodes_to_score(&self, scheduler_name: &str) -> Option<u8> {
+        self.policy
+            .profiles
+            .iter()
+            .find(|p| p.scheduler_name.as_str() == scheduler_name)
+            .and_then(|p| p.percentage_of_nodes_to_score)
+            .or(self.policy.percentage_of_nodes_to_score)
     }
 
     /// The profile for an extender call: the pod's own, else the default one.

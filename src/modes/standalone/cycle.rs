@@ -8,9 +8,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::cache::ClusterState;
 use crate::framework::{
-    Diagnosis, Filtered, Framework, Nominating, PluginError, fit_error_message,
+    Code, CycleState, Diagnosis, ExtensionPoint, Framework, Nominating, PluginError,
+    PreFilterResult, Status, fit_error_message,
 };
 use crate::objects::{NodeInfo, PodInfo};
+
+use super::sample::{Search, feasible_nodes_to_find};
 
 /// Where the pod should go.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -96,16 +99,41 @@ impl TieRotation {
     }
 }
 
-/// PreFilter and Filter over `nodes`; an `Error` from either fails the attempt.
+/// PreFilter; an `Error` fails the attempt.
+fn pre_filter(
+    framework: &Framework,
+    pod: &PodInfo,
+    cluster: &ClusterState,
+) -> Result<(CycleState, PreFilterResult), Failure> {
+    let mut state = CycleState::new();
+    let pre = framework.pre_filter(&mut state, pod, cluster);
+    if let Some(rejection) = pre.rejection.as_ref().filter(|r| r.code() == Code::Error) {
+        return Err(PluginError {
+            point: ExtensionPoint::PreFilter,
+            status: rejection.clone(),
+        }
+        .into());
+    }
+    Ok((state, pre))
+}
+
+/// Filter over `nodes`; an `Error` fails the attempt.
 fn filter(
     framework: &Framework,
+    (state, pre): &(CycleState, PreFilterResult),
     pod: &PodInfo,
     nodes: &[Arc<NodeInfo>],
     cluster: &ClusterState,
-) -> Result<Filtered, Failure> {
-    framework
-        .find_feasible(pod, nodes, cluster)
-        .map_err(Failure::from)
+) -> Result<Vec<Option<Status>>, Failure> {
+    let verdicts = framework.filter_nodes(state, pre, pod, nodes, cluster);
+    if let Some(s) = verdicts.iter().flatten().find(|s| s.code() == Code::Error) {
+        return Err(PluginError {
+            point: ExtensionPoint::Filter,
+            status: s.clone(),
+        }
+        .into());
+    }
+    Ok(verdicts)
 }
 
 /// Runs `f` with the `others` placed on their nominated nodes, then takes
@@ -142,33 +170,87 @@ pub fn schedule_one(
 ) -> Result<Placement, Failure> {
     let mut nodes: Vec<Arc<NodeInfo>> = cluster.nodes().cloned().collect();
     nodes.sort_by(|a, b| a.name.cmp(&b.name));
+    schedule_on(
+        framework,
+        pod,
+        cluster,
+        &nodes,
+        nominated,
+        rotation,
+        Search::ALL,
+    )
+}
+
+/// [`schedule_one`] over `nodes` (every node of `cluster`, by name: the
+/// scheduler's view keeps that list between attempts), looking for as many
+/// feasible nodes as `search` asks.
+pub fn schedule_on(
+    framework: &Framework,
+    pod: &PodInfo,
+    cluster: &mut ClusterState,
+    nodes: &[Arc<NodeInfo>],
+    nominated: Nominated<'_>,
+    rotation: &TieRotation,
+    search: Search<'_>,
+) -> Result<Placement, Failure> {
     let total = nodes.len();
     if total == 0 {
         return Err(Failure::unschedulable(
             "0/0 nodes are available: no nodes available to schedule pods.".into(),
         ));
     }
-    let (mut state, mut pre, mut verdicts) = filter(framework, pod, &nodes, cluster)?;
+    let alone = pre_filter(framework, pod, cluster)?;
     // A node must fit both without and with the nominated pods on it.
-    if !nominated.others.is_empty() {
-        let (_, pre_with, verdicts_with) = with_room_held(cluster, nominated.others, |c| {
-            filter(framework, pod, &nodes, c)
-        })?;
-        if pre.rejection.is_none() {
-            pre.rejection = pre_with.rejection;
-        }
-        for (v, w) in verdicts.iter_mut().zip(verdicts_with) {
-            if w.is_some() {
-                *v = w;
+    let others = nominated.others;
+    let held = if others.is_empty() {
+        None
+    } else {
+        Some(with_room_held(cluster, others, |c| {
+            pre_filter(framework, pod, c)
+        })?)
+    };
+    let rejection = alone
+        .1
+        .rejection
+        .clone()
+        .or_else(|| held.as_ref().and_then(|h| h.1.rejection.clone()));
+    let evaluate = |chunk: &[Arc<NodeInfo>], cluster: &mut ClusterState| {
+        let mut verdicts = filter(framework, &alone, pod, chunk, cluster)?;
+        if let Some(h) = &held {
+            let with = with_room_held(cluster, others, |c| filter(framework, h, pod, chunk, c))?;
+            for (v, w) in verdicts.iter_mut().zip(with) {
+                if w.is_some() {
+                    *v = w;
+                }
             }
         }
-    }
+        Ok::<_, Failure>(verdicts)
+    };
+    let wanted = feasible_nodes_to_find(search.percentage, total);
+    let (nodes, verdicts): (std::borrow::Cow<'_, [Arc<NodeInfo>]>, Vec<Option<Status>>) =
+        if wanted >= total {
+            (nodes.into(), evaluate(nodes, cluster)?)
+        } else {
+            let start = search.start(total);
+            let mut order: Vec<Arc<NodeInfo>> = nodes[start..]
+                .iter()
+                .chain(&nodes[..start])
+                .cloned()
+                .collect();
+            let (processed, verdicts) = sampled(&order, wanted, |chunk| evaluate(chunk, cluster))?;
+            search.advance(processed, total);
+            order.truncate(processed);
+            (order.into(), verdicts)
+        };
+    let evaluated = nodes.len();
+    let mut pre = alone.1;
+    pre.rejection = rejection;
     let mut failed = Vec::new();
     let mut feasible = Vec::new();
-    for (node, verdict) in nodes.into_iter().zip(verdicts) {
+    for (node, verdict) in nodes.iter().zip(verdicts) {
         match verdict {
-            None => feasible.push(node),
-            Some(s) => failed.push((node, s)),
+            None => feasible.push(node.clone()),
+            Some(s) => failed.push((node.clone(), s)),
         }
     }
     if feasible.is_empty() {
@@ -206,19 +288,48 @@ pub fn schedule_one(
         // scoring when only one node fits.
         return Ok(Placement {
             node: node.name.clone(),
-            evaluated: total,
+            evaluated,
             feasible: count,
         });
     }
+    let mut state = alone.0;
     let table = framework.score_attempt(&mut state, pod, &feasible, &*cluster)?;
     let best = table.totals.iter().copied().max().unwrap_or(0);
     let ties: Vec<usize> = (0..count).filter(|&i| table.totals[i] == best).collect();
     let chosen = ties[rotation.pick(ties.len())];
     Ok(Placement {
         node: feasible[chosen].name.clone(),
-        evaluated: total,
+        evaluated,
         feasible: count,
     })
+}
+
+/// Filters `order` chunk by chunk until `wanted` nodes fit or every node was
+/// looked at; returns how many nodes were processed (those up to the
+/// `wanted`-th fit: a chunk's later nodes do not count, as kube-scheduler
+/// stops there) and their verdicts.
+fn sampled(
+    order: &[Arc<NodeInfo>],
+    wanted: usize,
+    mut evaluate: impl FnMut(&[Arc<NodeInfo>]) -> Result<Vec<Option<Status>>, Failure>,
+) -> Result<(usize, Vec<Option<Status>>), Failure> {
+    /// Smallest chunk, so a pod most nodes reject does not pay the
+    /// per-plugin overhead of the runner for one node at a time.
+    const MIN_CHUNK: usize = 64;
+    let mut verdicts = Vec::new();
+    let mut fits = 0;
+    while verdicts.len() < order.len() && fits < wanted {
+        let from = verdicts.len();
+        let to = (from + (wanted - fits).max(MIN_CHUNK)).min(order.len());
+        for v in evaluate(&order[from..to])? {
+            if fits == wanted {
+                break;
+            }
+            fits += usize::from(v.is_none());
+            verdicts.push(v);
+        }
+    }
+    Ok((verdicts.len(), verdicts))
 }
 
 #[cfg(test)]
@@ -262,6 +373,59 @@ mod tests {
             p.annotations.insert("hw".into(), "true".into());
         }
         p
+    }
+
+    #[test]
+    fn a_percentage_stops_at_enough_fits_and_the_next_attempt_starts_after() {
+        let f = framework(CAPABILITY_AND_ZONES);
+        let names: Vec<String> = (0..300).map(|i| format!("n{i:03}")).collect();
+        let spec: Vec<(&str, &str, bool)> = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.as_str(), "z1", i >= 150))
+            .collect();
+        let mut c = cluster(&spec);
+        let mut nodes: Vec<Arc<NodeInfo>> = c.nodes().cloned().collect();
+        nodes.sort_by(|a, b| a.name.cmp(&b.name));
+        let start = crate::modes::standalone::sample::NodeSearch::default();
+        let search = Search {
+            percentage: Some(10),
+            start: Some(&start),
+        };
+        let r = TieRotation::default();
+        let mut seen = Vec::new();
+        for _ in 0..3 {
+            let p = schedule_on(
+                &f,
+                &pod(true),
+                &mut c,
+                &nodes,
+                Nominated::default(),
+                &r,
+                search,
+            )
+            .unwrap();
+            seen.push((p.evaluated, p.feasible));
+        }
+        // 100 fits wanted (10% of 300 is below the floor of 100). From n000:
+        // 150 misses then 100 fits; from n250: 50 fits, 150 misses, 50 fits;
+        // from n200: 100 fits.
+        assert_eq!(seen, [(250, 100), (250, 100), (100, 100)]);
+        let all = schedule_on(
+            &f,
+            &pod(true),
+            &mut c,
+            &nodes,
+            Nominated::default(),
+            &r,
+            Search::ALL,
+        )
+        .unwrap();
+        assert_eq!(
+            (all.evaluated, all.feasible),
+            (300, 150),
+            "unset: every node"
+        );
     }
 
     #[test]

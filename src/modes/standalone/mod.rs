@@ -3,6 +3,8 @@
 //!
 //! - [`queue`]: active / backoff / unschedulable sub-queues, gated pods held out;
 //! - [`cycle`]: one attempt on a snapshot (filter, post-filter, score, choose with tie rotation);
+//! - [`sample`]: `percentageOfNodesToScore` and where each attempt starts looking;
+//! - [`view`]: the snapshot: a replica of the cache synced per attempt, so no lock is held meanwhile;
 //! - [`nominator`]: pods waiting for the room their preemption made;
 //! - [`preempt`]: evicting the victims preemption chose;
 //! - [`scheduler`]: the loop: watch → queue → cycle → assume → asynchronous bind;
@@ -18,4 +20,6 @@ pub mod nominator;
 pub mod preempt;
 pub mod queue;
 pub mod report;
+pub mod sample;
 pub mod scheduler;
+pub mod view;

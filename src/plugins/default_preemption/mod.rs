@@ -19,8 +19,11 @@
 //! state incrementally (`AddPod`/`RemovePod`), placer re-runs PreFilter on
 //! the changed state: the same answers, at the cost of one PreFilter per
 //! victim tried, paid only by pods that have lower-priority pods to evict.
-//! Candidate nodes are tried in name order from the first (kube-scheduler
-//! starts at a random offset), so the outcome is reproducible.
+//! Candidate nodes are tried from an offset, as kube-scheduler's
+//! `GetOffsetAndNumCandidates` does, so that preemptors do not all evict
+//! from the first nodes by name. kube-scheduler draws the offset at random;
+//! placer derives it from the pod's uid, which spreads pods as well and
+//! keeps one pod's outcome on one cluster reproducible.
 
 use std::cmp::Reverse;
 
@@ -165,12 +168,14 @@ impl DefaultPreemption {
                 nominating: Nominating::Unchanged,
             };
         }
-        let potential: Vec<&NodeInfo> = diagnosis
+        let mut potential: Vec<&NodeInfo> = diagnosis
             .failed
             .iter()
             .filter(|(_, s)| s.code() == Code::Unschedulable)
             .map(|(n, _)| &**n)
             .collect();
+        let offset = start_offset(pod, potential.len());
+        potential.rotate_left(offset);
         let wanted = self.candidates_wanted(potential.len());
         let budgets: Vec<DisruptionBudget> = pdb::budgets_of(cluster);
         let mut candidates: Vec<Candidate<'_>> = Vec::new();
@@ -219,6 +224,17 @@ impl DefaultPreemption {
             }),
         }
     }
+}
+
+/// Where among `potential` candidate nodes the dry run starts (see the
+/// module documentation).
+fn start_offset(pod: &PodInfo, potential: usize) -> usize {
+    use std::hash::BuildHasher;
+    if potential == 0 {
+        return 0;
+    }
+    let seed = foldhash::fast::FixedState::with_seed(0x706c_6163_6572);
+    (seed.hash_one(pod.uid.as_str()) % potential as u64) as usize
 }
 
 /// kube-scheduler's `PodEligibleToPreemptOthers`.

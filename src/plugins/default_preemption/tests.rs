@@ -244,3 +244,30 @@ fn args_follow_kube_scheduler_validation() {
         assert!(e.contains(says), "{bad}: {e}");
     }
 }
+
+#[test]
+fn candidates_are_tried_from_an_offset_not_from_the_first_name() {
+    // 200 equal nodes, each full with one low-priority pod: every node is an
+    // equally good candidate, and the first one tried wins the tie.
+    let names: Vec<String> = (0..200).map(|i| format!("n{i:03}")).collect();
+    let nodes: Vec<(&str, &str)> = names.iter().map(|n| (n.as_str(), "1")).collect();
+    let low: Vec<PodInfo> = names
+        .iter()
+        .map(|n| on(n, pod(&format!("low-{n}"), 0, "1")))
+        .collect();
+    let mut c = cluster(&nodes, low);
+    let chosen: std::collections::BTreeSet<String> = ["a", "b", "c", "d", "e", "f"]
+        .iter()
+        .map(|p| nominated(&post_filter(&pod(p, 10, "1"), &mut c)).0)
+        .collect();
+    assert!(
+        chosen.len() > 1 && !chosen.iter().all(|n| n == "n000"),
+        "preemptors spread over the candidates: {chosen:?}"
+    );
+    let again = nominated(&post_filter(&pod("a", 10, "1"), &mut c)).0;
+    assert_eq!(
+        again,
+        nominated(&post_filter(&pod("a", 10, "1"), &mut c)).0,
+        "one pod's outcome is reproducible"
+    );
+}

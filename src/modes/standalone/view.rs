@@ -1,0 +1,168 @@
+//! The scheduling cycle's view of the cluster: a [`Replica`] of the cache
+//! brought up to date at the start of each attempt, so the cycle never holds
+//! the cache's lock while it runs (design §7, "standalone cycle view").
+//!
+//! The cache's read lock is taken only while the replica copies the nodes
+//! changed since the previous attempt; watch events, assumes and extender
+//! requests (`--mode both`) go on while Filter, Score and preemption's dry
+//! runs work on the replica. An assumed or forgotten pod is written to the
+//! cache; the next attempt's sync copies its node, so every attempt sees the
+//! assumes before it, and extender requests see them at once.
+
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use crate::cache::{Cache, ClusterState, Replica, SyncStats};
+use crate::objects::NodeInfo;
+
+/// The replica, used by one attempt at a time.
+#[derive(Debug, Default)]
+pub struct CycleView {
+    replica: Mutex<Replica>,
+}
+
+impl CycleView {
+    /// Syncs the view with `cache`, then runs `attempt` on it with no lock
+    /// on the cache held. `attempt` may change the view to try hypothetical
+    /// states (preemption) but must leave it as it found it.
+    /// `attempt` gets the view and its nodes by name.
+    pub fn attempt<T>(
+        &self,
+        cache: &Cache,
+        attempt: impl FnOnce(&mut ClusterState, &[Arc<NodeInfo>]) -> T,
+    ) -> T {
+        let mut replica = self.replica.lock();
+        let _stats: SyncStats = replica.sync(&cache.read());
+        let nodes = replica.nodes_by_name();
+        attempt(replica.state_mut(), &nodes)
+    }
+
+    /// Nodes re-copied and full copies made so far.
+    pub fn copies(&self) -> (u64, u64) {
+        self.replica.lock().copies()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::modes::standalone::cycle::{Nominated, TieRotation, schedule_one};
+    use crate::objects::{NodeInfo, PodInfo, Resources};
+    use crate::policy::{CompiledPolicy, parse};
+
+    const POLICY: &str = "apiVersion: placer/v1alpha1\nkind: Policy\nprofiles:\n- schedulerName: s\n  plugins:\n  - name: NodeResourcesFit\n  - name: DefaultPreemption\n";
+
+    fn node(name: &str) -> NodeInfo {
+        NodeInfo {
+            allocatable: Resources::from_list([("cpu", "1"), ("pods", "9")]).unwrap(),
+            ..NodeInfo::new(name, [("kubernetes.io/hostname", name)])
+        }
+    }
+
+    fn pod(name: &str, node: Option<&str>, priority: i32) -> PodInfo {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "namespace": "ns", "uid": name},
+            "spec": {"nodeName": node, "priority": priority, "schedulerName": "s",
+                     "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}
+        }))
+        .unwrap()
+    }
+
+    /// Runs `f` on another thread and says whether it finished within 10 s
+    /// (it would never finish if it waited for a lock the cycle holds).
+    fn finishes(f: impl FnOnce() + Send + 'static) -> bool {
+        let (done, finished) = mpsc::channel();
+        std::thread::spawn(move || {
+            f();
+            let _ = done.send(());
+        });
+        finished.recv_timeout(Duration::from_secs(10)).is_ok()
+    }
+
+    #[test]
+    fn watch_events_apply_while_a_cycle_runs_and_the_cycle_keeps_its_view() {
+        let cache = Arc::new(Cache::from_state(ClusterState::default()));
+        for n in ["a", "b"] {
+            cache.write().apply_node(node(n));
+            cache
+                .write()
+                .apply_pod(pod(&format!("low-{n}"), Some(n), 0));
+        }
+        let policy = CompiledPolicy::new(parse(POLICY, "t").unwrap());
+        let framework = policy.profile("s").unwrap().clone();
+        let view = Arc::new(CycleView::default());
+        let (started, cycle_started) = mpsc::channel();
+        let (release, released) = mpsc::channel::<()>();
+        // A preemption cycle held open in the middle, after its dry runs
+        // moved pods in the view, by a hook around the real attempt.
+        let cycle = {
+            let (cache, view) = (cache.clone(), view.clone());
+            std::thread::spawn(move || {
+                view.attempt(&cache, |cluster, _| {
+                    let incoming = pod("high", None, 100);
+                    let rotation = TieRotation::default();
+                    let out = schedule_one(
+                        &framework,
+                        &incoming,
+                        cluster,
+                        Nominated::default(),
+                        &rotation,
+                    );
+                    let seen = cluster.node_count();
+                    let _ = started.send(());
+                    let _ = released.recv();
+                    (out, seen, cluster.node_count())
+                })
+            })
+        };
+        cycle_started
+            .recv_timeout(Duration::from_secs(60))
+            .expect("cycle started");
+        let watched = cache.clone();
+        assert!(
+            finishes(move || {
+                // What the node and pod watches do for one event each.
+                watched.write().apply_node(node("c"));
+                watched.write().delete_pod("ns", "low-a");
+            }),
+            "watch events queued behind the running cycle"
+        );
+        let reader = cache.clone();
+        assert!(
+            finishes(move || assert_eq!(reader.read().node_count(), 3)),
+            "a read (an extender request) waited for the running cycle"
+        );
+        assert!(cache.read().pod("ns", "low-a").is_none());
+        release.send(()).unwrap();
+        let (out, before, after) = cycle.join().unwrap();
+        assert_eq!(
+            (before, after),
+            (2, 2),
+            "the running cycle keeps the view it started with"
+        );
+        let failure = out.expect_err("both nodes are full: preemption");
+        assert!(
+            matches!(
+                failure.nominating(),
+                crate::framework::Nominating::Nominate(_)
+            ),
+            "{failure:?}"
+        );
+        assert!(
+            cache.read().pod("ns", "low-b").is_some(),
+            "the dry run did not touch the cache"
+        );
+        // The next attempt catches up with exactly the changed nodes.
+        let (nodes, pods) = view.attempt(&cache, |c, n| (n.len(), c.pod_count()));
+        assert_eq!((nodes, pods), (3, 1));
+        assert_eq!(
+            view.copies(),
+            (2, 1),
+            "nodes a and c re-copied, one full copy"
+        );
+    }
+}
