@@ -16,7 +16,7 @@
 use std::sync::Arc;
 
 use crate::cache::ClusterState;
-use crate::framework::explain::{FilterRow, ScoreRow};
+use crate::framework::explain::{FilterRow, score_rows};
 use crate::framework::{
     Code, CycleState, Diagnosis, Framework, MAX_EXTENDER_SCORE, MAX_NODE_SCORE, PreFilterResult,
     ScoreTable, Status, fit_error_message,
@@ -303,24 +303,6 @@ fn failure(by: &'static str, s: &Status) -> Failure {
         status: s.code().as_str(),
         reason: s.message(),
     }
-}
-
-fn score_rows(table: &ScoreTable, k: usize) -> Vec<ScoreRow> {
-    table
-        .plugins
-        .iter()
-        .filter(|p| p.skipped.is_none())
-        .map(|p| {
-            let s = &p.scores[k];
-            ScoreRow {
-                plugin: p.name,
-                raw: s.raw,
-                normalized: s.score,
-                weighted: p.weight * s.score,
-                note: s.note.as_deref().map(str::to_string),
-            }
-        })
-        .collect()
 }
 
 fn summaries<'t>(

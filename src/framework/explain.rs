@@ -7,7 +7,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::cache::ClusterState;
-use crate::framework::{Code, CycleState, Framework, Status};
+use crate::framework::{Code, CycleState, Framework, ScoreTable, Status};
 use crate::objects::{NodeInfo, PodInfo};
 
 /// Reason given for a node name that placer's cache does not know.
@@ -180,21 +180,7 @@ pub fn explain(
                 row.total = table.totals[k];
                 row.extender_score_exact = table.extender_score_exact(k);
                 row.extender_score = table.extender_score(k);
-                row.scores = table
-                    .plugins
-                    .iter()
-                    .filter(|p| p.skipped.is_none())
-                    .map(|p| {
-                        let s = &p.scores[k];
-                        ScoreRow {
-                            plugin: p.name,
-                            raw: s.raw,
-                            normalized: s.score,
-                            weighted: p.weight * s.score,
-                            note: s.note.as_deref().map(str::to_string),
-                        }
-                    })
-                    .collect();
+                row.scores = score_rows(&table, k);
             }
             let totals: Vec<i64> = feasible.iter().map(|&i| rows[i].total).collect();
             for &i in &feasible {
@@ -280,6 +266,25 @@ impl Explanation {
         write_notes(&mut out, &notes, shortened);
         out
     }
+}
+
+/// The values of every plugin that scored the `k`-th feasible node of `table`.
+pub(crate) fn score_rows(table: &ScoreTable, k: usize) -> Vec<ScoreRow> {
+    table
+        .plugins
+        .iter()
+        .filter(|p| p.skipped.is_none())
+        .map(|p| {
+            let s = &p.scores[k];
+            ScoreRow {
+                plugin: p.name,
+                raw: s.raw,
+                normalized: s.score,
+                weighted: p.weight * s.score,
+                note: s.note.as_deref().map(str::to_string),
+            }
+        })
+        .collect()
 }
 
 /// The lines under a table: its `notes`, then, if a name was `shortened`,
