@@ -5,6 +5,20 @@ use std::process::ExitCode;
 use clap::Parser;
 use placer::cli::{self, Cli, Command};
 
+// The allocator is chosen by measurement (docs/benchmarks.md, "Allocator"): the
+// system one by default; the two features exist to repeat that measurement
+// (scripts/allocators.sh) and for deployments that want jemalloc's lower RSS.
+#[cfg(all(feature = "mimalloc", feature = "tikv-jemallocator"))]
+compile_error!("choose one allocator feature: mimalloc or tikv-jemallocator");
+
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+#[cfg(feature = "tikv-jemallocator")]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
