@@ -18,7 +18,8 @@ impl Framework {
     /// `node`, updating `state` as PreFilter over the changed cluster would
     /// have written it. Plugins whose PreFilter skipped the pod (in `pre`)
     /// are left out, as kube-scheduler does. Not timed: it only runs in
-    /// simulations (see [`Framework::fits`]).
+    /// simulations (the preemption dry run), which must not skew the
+    /// per-plugin latency of real attempts.
     pub fn add_pod(
         &self,
         state: &mut CycleState,
