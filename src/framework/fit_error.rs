@@ -24,7 +24,7 @@ impl ReasonHistogram {
             return;
         }
         for r in status.reasons() {
-            *self.counts.entry(r.clone()).or_default() += n;
+            *self.counts.entry(r.to_string()).or_default() += n;
         }
     }
 

@@ -30,4 +30,4 @@ pub use runner::{
     ExtensionPoint, Filtered, Framework, MAX_EXTENDER_SCORE, Observer, PluginError, PluginScores,
     QueueSort, ScoreTable, WeightedPlugin,
 };
-pub use status::{Code, Status};
+pub use status::{Code, Reason, Status};

@@ -17,6 +17,9 @@ pub struct PreFilterResult {
     pub node_names: Option<HashSet<String>>,
     /// The plugins that narrowed the nodes, sorted by name.
     pub narrowed_by: Vec<&'static str>,
+    /// The status of a node outside `node_names`, built once by `narrow`
+    /// (it is the same for every such node and Filter asks per node).
+    absent: Option<Status>,
 }
 
 impl PreFilterResult {
@@ -32,12 +35,7 @@ impl PreFilterResult {
         if names.contains(node) {
             return None;
         }
-        let plugins = self.narrowed_by.join(" ");
-        let first = self.narrowed_by.first().copied().unwrap_or("");
-        Some(
-            Status::unresolvable(format!("node(s) didn't satisfy plugin(s) [{plugins}]"))
-                .with_plugin(first),
-        )
+        self.absent.clone()
     }
 
     /// Keeps only `names` of the nodes left; a rejection when none is left
@@ -61,6 +59,12 @@ impl PreFilterResult {
             self.rejection = Some(Status::unresolvable(message).with_plugin(plugin));
         }
         self.node_names = Some(left);
+        let plugins = self.narrowed_by.join(" ");
+        let first = self.narrowed_by.first().copied().unwrap_or("");
+        self.absent = Some(
+            Status::unresolvable(format!("node(s) didn't satisfy plugin(s) [{plugins}]"))
+                .with_plugin(first),
+        );
     }
 }
 

@@ -4,6 +4,10 @@
 //! the plugin that produced it (that is how "0/N nodes are available: ..."
 //! messages and `/explain` rows are built).
 
+use std::fmt;
+use std::ops::Deref;
+use std::sync::Arc;
+
 use serde::Serialize;
 
 /// What a plugin decided. The order matters: a larger code is "more final".
@@ -36,11 +40,104 @@ impl Code {
     }
 }
 
+/// One reason a user reads. Filter runs once per node and most rejections
+/// carry a fixed text, so a reason is a `&'static str` or a shared string
+/// (a policy's configured reason): making or cloning one never copies text,
+/// and the filter path allocates nothing per rejected node.
+#[derive(Debug, Clone)]
+pub enum Reason {
+    /// A text fixed at compile time.
+    Static(&'static str),
+    /// A text built at run time or read from the policy, shared on clone.
+    Shared(Arc<str>),
+}
+
+impl Reason {
+    /// The text.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Reason::Static(s) => s,
+            Reason::Shared(s) => s,
+        }
+    }
+}
+
+impl Deref for Reason {
+    type Target = str;
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl PartialEq for Reason {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for Reason {}
+
+impl PartialEq<str> for Reason {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for Reason {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl PartialEq<String> for Reason {
+    fn eq(&self, other: &String) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl From<&'static str> for Reason {
+    fn from(s: &'static str) -> Self {
+        Reason::Static(s)
+    }
+}
+
+impl From<String> for Reason {
+    fn from(s: String) -> Self {
+        Reason::Shared(s.into())
+    }
+}
+
+impl From<Arc<str>> for Reason {
+    fn from(s: Arc<str>) -> Self {
+        Reason::Shared(s)
+    }
+}
+
+impl From<&Arc<str>> for Reason {
+    fn from(s: &Arc<str>) -> Self {
+        Reason::Shared(Arc::clone(s))
+    }
+}
+
+/// A status's reasons: almost always none or one, kept inline so a status
+/// with a single reason is built without a heap allocation.
+#[derive(Debug, Clone)]
+enum Reasons {
+    One(Reason),
+    Many(Vec<Reason>),
+}
+
 /// A plugin's verdict with its reasons.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Status {
     code: Code,
-    reasons: Vec<String>,
+    reasons: Reasons,
     plugin: &'static str,
 }
 
@@ -49,46 +146,46 @@ impl Status {
     pub const fn success() -> Self {
         Status {
             code: Code::Success,
-            reasons: Vec::new(),
+            reasons: Reasons::Many(Vec::new()),
             plugin: "",
         }
     }
 
     /// A status with one reason.
-    pub fn new(code: Code, reason: impl Into<String>) -> Self {
+    pub fn new(code: Code, reason: impl Into<Reason>) -> Self {
         Status {
             code,
-            reasons: vec![reason.into()],
+            reasons: Reasons::One(reason.into()),
             plugin: "",
         }
     }
 
     /// A status with any number of reasons.
-    pub fn from_reasons(code: Code, reasons: Vec<String>) -> Self {
+    pub fn from_reasons(code: Code, reasons: Vec<Reason>) -> Self {
         Status {
             code,
-            reasons,
+            reasons: Reasons::Many(reasons),
             plugin: "",
         }
     }
 
     /// Shorthand for a skip: the plugin does not apply to this pod.
-    pub fn skip(reason: impl Into<String>) -> Self {
+    pub fn skip(reason: impl Into<Reason>) -> Self {
         Status::new(Code::Skip, reason)
     }
 
     /// Shorthand for an unschedulable node that eviction could fix.
-    pub fn unschedulable(reason: impl Into<String>) -> Self {
+    pub fn unschedulable(reason: impl Into<Reason>) -> Self {
         Status::new(Code::Unschedulable, reason)
     }
 
     /// Shorthand for an unschedulable node that eviction cannot fix.
-    pub fn unresolvable(reason: impl Into<String>) -> Self {
+    pub fn unresolvable(reason: impl Into<Reason>) -> Self {
         Status::new(Code::UnschedulableAndUnresolvable, reason)
     }
 
     /// Shorthand for an internal error.
-    pub fn error(reason: impl Into<String>) -> Self {
+    pub fn error(reason: impl Into<Reason>) -> Self {
         Status::new(Code::Error, reason)
     }
 
@@ -101,8 +198,15 @@ impl Status {
 
     /// Adds another reason.
     #[must_use]
-    pub fn with_reason(mut self, reason: impl Into<String>) -> Self {
-        self.reasons.push(reason.into());
+    pub fn with_reason(mut self, reason: impl Into<Reason>) -> Self {
+        let reason = reason.into();
+        self.reasons = match self.reasons {
+            Reasons::One(first) => Reasons::Many(vec![first, reason]),
+            Reasons::Many(mut all) => {
+                all.push(reason);
+                Reasons::Many(all)
+            }
+        };
         self
     }
 
@@ -112,8 +216,11 @@ impl Status {
     }
 
     /// The reasons, in the order they were added.
-    pub fn reasons(&self) -> &[String] {
-        &self.reasons
+    pub fn reasons(&self) -> &[Reason] {
+        match &self.reasons {
+            Reasons::One(r) => std::slice::from_ref(r),
+            Reasons::Many(all) => all,
+        }
     }
 
     /// The plugin that produced the status ("" when unknown).
@@ -133,7 +240,14 @@ impl Status {
 
     /// The reasons joined for a one-line message (kube-scheduler joins with ", ").
     pub fn message(&self) -> String {
-        self.reasons.join(", ")
+        match self.reasons() {
+            [one] => one.to_string(),
+            all => all
+                .iter()
+                .map(Reason::as_str)
+                .collect::<Vec<_>>()
+                .join(", "),
+        }
     }
 
     /// The message with the plugin that produced it in front (`Plugin: message`),
@@ -147,6 +261,16 @@ impl Status {
         }
     }
 }
+
+/// Equal when code, reasons (as text, in order) and plugin are, however the
+/// reasons are stored.
+impl PartialEq for Status {
+    fn eq(&self, other: &Self) -> bool {
+        self.code == other.code && self.plugin == other.plugin && self.reasons() == other.reasons()
+    }
+}
+
+impl Eq for Status {}
 
 impl Default for Status {
     fn default() -> Self {
@@ -175,5 +299,18 @@ mod tests {
         assert_eq!(s.attributed_message(), "P: a, b");
         assert_eq!(Status::error("x").attributed_message(), "x");
         assert_eq!(s.code().as_str(), "UnschedulableAndUnresolvable");
+        assert_eq!(s.reasons(), ["a", "b"]);
+        assert!(Status::success().reasons().is_empty());
+    }
+
+    #[test]
+    fn reasons_compare_by_text_whatever_their_storage() {
+        let shared = Status::unresolvable(String::from("no x"));
+        assert_eq!(shared, Status::unresolvable("no x"));
+        assert_ne!(shared, Status::unresolvable("no y"));
+        assert_eq!(
+            Status::from_reasons(Code::Unschedulable, vec!["a".into()]),
+            Status::unschedulable("a")
+        );
     }
 }

@@ -39,8 +39,10 @@ pub struct CapabilityRule {
     pub node_label: NonEmpty,
     /// Required label value (exact match).
     pub node_value: String,
-    /// Message for nodes that lack the capability.
-    pub reason: String,
+    /// Message for nodes that lack the capability (shared: every rejected
+    /// node's status carries it).
+    #[serde(serialize_with = "serialize_shared")]
+    pub reason: Arc<str>,
 }
 
 #[derive(Deserialize)]
@@ -54,6 +56,11 @@ struct RawRule {
     node_value: String,
     #[serde(default)]
     reason: Option<String>,
+}
+
+/// `Arc<str>` as a plain string, without serde's `rc` feature.
+fn serialize_shared<S: serde::Serializer>(s: &Arc<str>, ser: S) -> Result<S::Ok, S::Error> {
+    ser.serialize_str(s)
 }
 
 fn default_true() -> String {
@@ -73,7 +80,7 @@ impl From<RawRule> for CapabilityRule {
             pod_value: r.pod_value,
             node_label: r.node_label,
             node_value: r.node_value,
-            reason,
+            reason: reason.into(),
         }
     }
 }
@@ -161,9 +168,9 @@ impl FilterPlugin for CapabilityFilter {
         let Some(first) = missing.next() else {
             return Status::success();
         };
-        let mut status = Status::unresolvable(first.reason.clone());
+        let mut status = Status::unresolvable(&first.reason);
         for r in missing {
-            status = status.with_reason(r.reason.clone());
+            status = status.with_reason(&r.reason);
         }
         status
     }
@@ -236,7 +243,7 @@ mod tests {
             ("true", "true")
         );
         assert_eq!(
-            r.reason,
+            &*r.reason,
             "node(s) didn't have label c/d=true required by annotation a/b"
         );
     }

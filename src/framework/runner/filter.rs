@@ -8,7 +8,7 @@ use rayon::prelude::*;
 use super::{ExtensionPoint, Framework, PARALLEL_MIN_NODES, PluginError};
 use crate::cache::ClusterState;
 use crate::framework::interface::{Diagnosis, Nominating, PostFilterResult};
-use crate::framework::{Code, CycleState, PreFilterResult, Status};
+use crate::framework::{Code, CycleState, PreFilterResult, Reason, Status};
 use crate::objects::{NodeInfo, PodInfo};
 
 /// What PreFilter and Filter found for one pod over a node list.
@@ -141,7 +141,7 @@ impl Framework {
         diagnosis: &Diagnosis<'_>,
         cluster: &mut ClusterState,
     ) -> PostFilterResult {
-        let mut reasons: Vec<String> = Vec::new();
+        let mut reasons: Vec<Reason> = Vec::new();
         let mut nominating = Nominating::Unchanged;
         let mut rejector = None;
         for wp in &self.plugins {

@@ -3,7 +3,7 @@
 use axum::extract::State;
 use axum::response::Response;
 
-use crate::framework::{Code, CycleState, NODE_NOT_FOUND, Status};
+use crate::framework::{Code, CycleState, NODE_NOT_FOUND, Reason, Status};
 use crate::protocol::encode::{self, FilteredNode, Listing, Placement};
 use crate::protocol::{ExtenderArgsRef, ExtenderFilterResult};
 
@@ -78,7 +78,7 @@ impl FilteredNode for Filtered<'_, '_> {
     fn push_message(&self, out: &mut Vec<u8>) {
         match &self.verdict {
             Some(Verdict::Rejected(s)) => {
-                encode::push_joined(out, s.reasons().iter().map(String::as_str), ", ")
+                encode::push_joined(out, s.reasons().iter().map(Reason::as_str), ", ")
             }
             _ => encode::push_str(out, NODE_NOT_FOUND),
         }

@@ -40,7 +40,7 @@ use std::sync::Arc;
 use crate::cache::{ClusterState, NodeUsage};
 use crate::framework::{
     Code, CycleState, FilterPlugin, MAX_NODE_SCORE, NodeScore, PreFilterPlugin, PreScorePlugin,
-    ScorePlugin, Status,
+    Reason, ScorePlugin, Status,
 };
 use crate::objects::{NodeInfo, PodInfo, Resources};
 
@@ -207,54 +207,48 @@ impl FilterPlugin for NodeResourcesFit {
         let alloc = &node.allocatable;
         let used = |f: fn(&Resources) -> i64| usage.map_or(0, |u| f(&u.requested));
 
-        // Allocates only when the node fails.
-        let mut reasons: Vec<&str> = Vec::new();
+        // Allocates only when the node fails; the fixed reasons are static.
+        let mut reasons: Vec<Reason> = Vec::new();
         if usage.map_or(0, |u| u.pods) + 1 > alloc.pods {
-            reasons.push("Too many pods");
+            reasons.push("Too many pods".into());
         }
         let mut unresolvable = false;
-        let mut check = |want: i64, allocatable: i64, used: i64, reason| {
-            if want > 0 && want > allocatable - used {
-                reasons.push(reason);
-                unresolvable |= want > allocatable;
-            }
+        let mut short = |want: i64, allocatable: i64, used: i64| {
+            let short = want > 0 && want > allocatable - used;
+            unresolvable |= short && want > allocatable;
+            short
         };
-        check(
-            want.milli_cpu,
-            alloc.milli_cpu,
-            used(|r| r.milli_cpu),
-            "Insufficient cpu",
-        );
-        check(
-            want.memory,
-            alloc.memory,
-            used(|r| r.memory),
-            "Insufficient memory",
-        );
-        check(
+        if short(want.milli_cpu, alloc.milli_cpu, used(|r| r.milli_cpu)) {
+            reasons.push("Insufficient cpu".into());
+        }
+        if short(want.memory, alloc.memory, used(|r| r.memory)) {
+            reasons.push("Insufficient memory".into());
+        }
+        if short(
             want.ephemeral_storage,
             alloc.ephemeral_storage,
             used(|r| r.ephemeral_storage),
-            "Insufficient ephemeral-storage",
-        );
+        ) {
+            reasons.push("Insufficient ephemeral-storage".into());
+        }
         for s in &want.scalar {
             let allocatable = alloc.scalar.get(&s.name).copied().unwrap_or(0);
             let in_use = usage
                 .and_then(|u| u.requested.scalar.get(&s.name).copied())
                 .unwrap_or(0);
-            check(s.quantity, allocatable, in_use, &s.reason);
+            if short(s.quantity, allocatable, in_use) {
+                reasons.push(s.reason.clone().into());
+            }
         }
-
-        let mut reasons = reasons.into_iter();
-        let Some(first) = reasons.next() else {
+        if reasons.is_empty() {
             return Status::success();
-        };
+        }
         let code = if unresolvable {
             Code::UnschedulableAndUnresolvable
         } else {
             Code::Unschedulable
         };
-        reasons.fold(Status::new(code, first), Status::with_reason)
+        Status::from_reasons(code, reasons)
     }
 }
 
