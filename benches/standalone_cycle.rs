@@ -1,7 +1,8 @@
 //! One standalone scheduling attempt (`schedule_one`) with the shipped
 //! `placer` profile of `policy.yaml`: a pod that fits, and a pod that fits
 //! nowhere until DefaultPreemption evicts lower-priority pods (its dry run
-//! removes and restores pods in place, re-running PreFilter per victim tried).
+//! removes and restores pods in place, updating a clone of the cycle state
+//! with the PreFilter extensions, AddPod/RemovePod, per victim tried).
 //!
 //! Every node has 4 CPUs and holds `PODS_PER_NODE` pods of priority 0 with
 //! 100m each; "fits" asks for 100m, "preempts" for 4 CPUs at priority 1000,

@@ -4,16 +4,22 @@
 //! PreFilter/PreScore and reads it back per node in Filter/Score. Entries are
 //! keyed by type, so each plugin owns its own state type and cannot read
 //! another plugin's by accident.
+//!
+//! Entries are shared (`Arc`), so a clone costs one pointer per plugin: the
+//! preemption dry run clones the cycle's state per candidate node and
+//! updates only the entries a PreFilter extension changes, copying them on
+//! first write ([`CycleState::modify`]).
 
 use std::any::{Any, TypeId};
+use std::sync::Arc;
 
 use crate::framework::Status;
 
 /// Typed storage for one cycle. Written in the `Pre*` phases (`&mut`),
 /// read concurrently per node (`&`).
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub struct CycleState {
-    entries: Vec<(TypeId, Box<dyn Any + Send + Sync>)>,
+    entries: Vec<(TypeId, Arc<dyn Any + Send + Sync>)>,
 }
 
 impl CycleState {
@@ -26,9 +32,21 @@ impl CycleState {
     pub fn write<T: Any + Send + Sync>(&mut self, value: T) {
         let id = TypeId::of::<T>();
         match self.entries.iter_mut().find(|(k, _)| *k == id) {
-            Some((_, v)) => *v = Box::new(value),
-            None => self.entries.push((id, Box::new(value))),
+            Some((_, v)) => *v = Arc::new(value),
+            None => self.entries.push((id, Arc::new(value))),
         }
+    }
+
+    /// The value of type `T` for updating in place (PreFilter extensions),
+    /// copied first if a clone of this state still shares it.
+    pub fn modify<T: Any + Send + Sync + Clone>(&mut self) -> Option<&mut T> {
+        let id = TypeId::of::<T>();
+        let slot = &mut self.entries.iter_mut().find(|(k, _)| *k == id)?.1;
+        if Arc::get_mut(slot).is_none() {
+            let copy: T = slot.downcast_ref::<T>()?.clone();
+            *slot = Arc::new(copy);
+        }
+        Arc::get_mut(slot)?.downcast_mut::<T>()
     }
 
     /// Reads the value of type `T`, if a plugin wrote one.
@@ -95,5 +113,30 @@ mod tests {
         );
         s.write(A(3));
         assert_eq!(s.from_pre_score::<A>(), Ok(&A(3)));
+    }
+
+    #[derive(Debug, PartialEq, Clone)]
+    struct C(Vec<u32>);
+
+    #[test]
+    fn modify_copies_on_write_and_leaves_clones_alone() {
+        let mut s = CycleState::new();
+        assert_eq!(s.modify::<C>(), None);
+        s.write(C(vec![1]));
+        let before = s.clone();
+        if let Some(c) = s.modify::<C>() {
+            c.0.push(2);
+        }
+        assert_eq!(s.read::<C>(), Some(&C(vec![1, 2])));
+        assert_eq!(
+            before.read::<C>(),
+            Some(&C(vec![1])),
+            "the clone is unchanged"
+        );
+        // Unshared now: updated in place.
+        if let Some(c) = s.modify::<C>() {
+            c.0.push(3);
+        }
+        assert_eq!(s.read::<C>(), Some(&C(vec![1, 2, 3])));
     }
 }

@@ -36,6 +36,11 @@ pub trait Plugin: Send + Sync {
     fn as_pre_filter(&self) -> Option<&dyn PreFilterPlugin> {
         None
     }
+    /// This plugin's PreFilter extensions, if its PreFilter state depends on
+    /// other pods.
+    fn as_pre_filter_extensions(&self) -> Option<&dyn PreFilterExtensions> {
+        None
+    }
     /// This plugin as a Filter plugin, if it is one.
     fn as_filter(&self) -> Option<&dyn FilterPlugin> {
         None
@@ -81,8 +86,8 @@ pub trait PreEnqueuePlugin: Plugin {
 /// Implements [`Plugin`] for a plugin type: its name and the extension
 /// points it takes part in, e.g.
 /// `placer::plugin!(NetQos, "NetQoS", [pre_score, score]);`.
-/// Points: `queue_sort`, `pre_enqueue`, `pre_filter`, `filter`, `post_filter`,
-/// `pre_score`, `score`.
+/// Points: `queue_sort`, `pre_enqueue`, `pre_filter`, `pre_filter_extensions`,
+/// `filter`, `post_filter`, `pre_score`, `score`.
 #[macro_export]
 macro_rules! plugin {
     ($ty:ty, $name:expr, [$($point:ident),* $(,)?]) => {
@@ -101,6 +106,9 @@ macro_rules! plugin {
     };
     (@as pre_filter) => {
         fn as_pre_filter(&self) -> Option<&dyn $crate::framework::PreFilterPlugin> { Some(self) }
+    };
+    (@as pre_filter_extensions) => {
+        fn as_pre_filter_extensions(&self) -> Option<&dyn $crate::framework::PreFilterExtensions> { Some(self) }
     };
     (@as filter) => {
         fn as_filter(&self) -> Option<&dyn $crate::framework::FilterPlugin> { Some(self) }
@@ -130,6 +138,34 @@ pub trait PreFilterPlugin: Plugin {
     fn pre_filter_nodes(&self, _pod: &PodInfo) -> Option<HashSet<String>> {
         None
     }
+}
+
+/// Updates what a plugin's PreFilter wrote when one pod is added to or
+/// removed from the cluster, as kube-scheduler's `PreFilterExtensions`: the
+/// preemption dry run uses them on a clone of the cycle state instead of
+/// re-running PreFilter per victim. After `remove_pod(p)` the state must be
+/// what PreFilter would write without `p` (for Filter's verdicts), and
+/// `add_pod` undoes it. Only called when the plugin's PreFilter succeeded.
+pub trait PreFilterExtensions: PreFilterPlugin {
+    /// `to_add`, placed on `node`, now counts for `pod`'s filtering.
+    fn add_pod(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        to_add: &PodInfo,
+        node: &NodeInfo,
+        cluster: &ClusterState,
+    ) -> Status;
+
+    /// `to_remove`, on `node`, no longer counts for `pod`'s filtering.
+    fn remove_pod(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        to_remove: &PodInfo,
+        node: &NodeInfo,
+        cluster: &ClusterState,
+    ) -> Status;
 }
 
 /// Decides whether `pod` may run on `node`. Called concurrently for

@@ -22,8 +22,8 @@ pub use explain::{Explanation, NODE_NOT_FOUND, explain};
 pub use fit_error::{ReasonHistogram, fit_error_message};
 pub use interface::{
     Diagnosis, FilterPlugin, MAX_NODE_SCORE, MIN_NODE_SCORE, NodeScore, Nominating, Nomination,
-    Plugin, PostFilterPlugin, PostFilterResult, PreEnqueuePlugin, PreFilterPlugin, PreScorePlugin,
-    QueueSortPlugin, QueuedPodInfo, ScorePlugin,
+    Plugin, PostFilterPlugin, PostFilterResult, PreEnqueuePlugin, PreFilterExtensions,
+    PreFilterPlugin, PreScorePlugin, QueueSortPlugin, QueuedPodInfo, ScorePlugin,
 };
 pub use pre_filter_result::PreFilterResult;
 pub use runner::{

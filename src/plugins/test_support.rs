@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use crate::cache::ClusterState;
 use crate::framework::{
-    Code, CycleState, FilterPlugin, NodeScore, PreFilterPlugin, PreScorePlugin, ScorePlugin, Status,
+    Code, CycleState, FilterPlugin, NodeScore, PreFilterExtensions, PreFilterPlugin,
+    PreScorePlugin, ScorePlugin, Status,
 };
 use crate::objects::pod::{HostPort, PodSpecInfo, VolumeClaim};
 use crate::objects::{NodeInfo, PodInfo, Resources};
@@ -168,6 +169,51 @@ impl Cluster {
     /// Adds an existing pod.
     pub(crate) fn pod(&mut self, pod: PodInfo) {
         self.cluster.apply_pod(pod);
+    }
+}
+
+/// Checks `plugin`'s PreFilter extensions against PreFilter for `pod`: for
+/// each existing pod of `c`, RemovePod on a clone of the full state leaves
+/// what PreFilter writes without that pod, and AddPod after putting it back
+/// restores the full state. `read` picks the plugin's state out of a cycle
+/// state. PreFilter must succeed on every one of those clusters.
+pub(crate) fn check_extensions<P: PreFilterExtensions, S: PartialEq + std::fmt::Debug>(
+    plugin: &P,
+    c: &mut Cluster,
+    pod: &PodInfo,
+    read: impl Fn(&CycleState) -> Option<S>,
+) {
+    let pre = |cluster: &ClusterState| {
+        let mut state = CycleState::new();
+        let s = plugin.pre_filter(&mut state, pod, cluster);
+        assert_eq!(s.code(), Code::Success, "{}", s.message());
+        state
+    };
+    let full = pre(&c.cluster);
+    assert!(read(&full).is_some(), "PreFilter wrote no state");
+    let existing: Vec<PodInfo> = c.cluster.pods().cloned().collect();
+    assert!(!existing.is_empty(), "no pod to remove");
+    for v in existing {
+        let node = c
+            .nodes
+            .iter()
+            .find(|n| Some(n.name.as_str()) == v.node_name.as_deref())
+            .cloned()
+            .expect("the pod is on a node of the fixture");
+        let mut state = full.clone();
+        c.cluster.delete_pod(&v.namespace, &v.name);
+        let s = plugin.remove_pod(&mut state, pod, &v, &node, &c.cluster);
+        assert_eq!(s.code(), Code::Success, "{}", s.message());
+        assert_eq!(read(&state), read(&pre(&c.cluster)), "without {}", v.name);
+        c.cluster.apply_pod(v.clone());
+        let s = plugin.add_pod(&mut state, pod, &v, &node, &c.cluster);
+        assert_eq!(s.code(), Code::Success, "{}", s.message());
+        assert_eq!(read(&state), read(&full), "with {} back", v.name);
+        assert_eq!(
+            read(&full),
+            read(&pre(&c.cluster)),
+            "the clone left the original alone"
+        );
     }
 }
 

@@ -131,17 +131,6 @@ impl Framework {
         failure
     }
 
-    /// PreFilter and Filter for `pod` on `node` alone, on a fresh cycle state:
-    /// the first rejecting status, or `None` when it fits. PostFilter plugins
-    /// use it on hypothetical cluster states, re-running PreFilter where (kube-scheduler's
-    /// kube-scheduler updates it with `AddPod`/`RemovePod`; it is not
-    /// timed, so simulations do not skew the per-plugin latency metrics.
-    pub fn fits(&self, pod: &PodInfo, node: &NodeInfo, cluster: &ClusterState) -> Option<Status> {
-        let mut state = CycleState::new();
-        let pre = self.run_pre_filter(&mut state, pod, cluster, false);
-        self.filter_node(&state, &pre, pod, node, cluster)
-    }
-
     /// Runs the PostFilter plugins in order, as kube-scheduler's
     /// `RunPostFilterPlugins`: the first `Success`, `UnschedulableAndUnresolvable`
     /// or `Error` ends the run; otherwise the reasons of every plugin are

@@ -11,8 +11,10 @@
 //! | --- | --- |
 //! | `queue.rs` | QueueSort, PreEnqueue (standalone queue) |
 //! | `filter.rs` | PreFilter, Filter, PostFilter |
+//! | `extensions.rs` | PreFilter extensions (AddPod, RemovePod) |
 //! | `score.rs` | PreScore, Score, NormalizeScore and the weighted sum |
 
+mod extensions;
 mod filter;
 mod queue;
 mod score;
@@ -53,6 +55,10 @@ pub enum ExtensionPoint {
     PreEnqueue,
     /// PreFilter.
     PreFilter,
+    /// PreFilter extension AddPod (preemption dry run).
+    AddPod,
+    /// PreFilter extension RemovePod (preemption dry run).
+    RemovePod,
     /// Filter (one observation covers every node of the request).
     Filter,
     /// PostFilter (standalone mode, when no node fits).
@@ -71,6 +77,8 @@ impl ExtensionPoint {
         match self {
             ExtensionPoint::PreEnqueue => "PreEnqueue",
             ExtensionPoint::PreFilter => "PreFilter",
+            ExtensionPoint::AddPod => "PreFilterExtensionAddPod",
+            ExtensionPoint::RemovePod => "PreFilterExtensionRemovePod",
             ExtensionPoint::Filter => "Filter",
             ExtensionPoint::PostFilter => "PostFilter",
             ExtensionPoint::PreScore => "PreScore",

@@ -15,10 +15,13 @@
 //!
 //! The dry run removes a node's possible victims from the cluster state,
 //! checks the pod, puts victims back one by one, and finally restores every
-//! pod, so the state is never copied. Where kube-scheduler updates PreFilter
-//! state incrementally (`AddPod`/`RemovePod`), placer re-runs PreFilter on
-//! the changed state: the same answers, at the cost of one PreFilter per
-//! victim tried, paid only by pods that have lower-priority pods to evict.
+//! pod, so the cluster is never copied. PreFilter runs once per attempt, on
+//! the unchanged cluster; each candidate node works on a clone of that cycle
+//! state (a pointer per plugin) which the plugins' PreFilter extensions
+//! (`AddPod`/`RemovePod`) update as victims leave and come back, as
+//! kube-scheduler's `SelectVictimsOnNode` does. A PreFilter rejection or
+//! skip holds for every hypothetical state: no plugin's PreFilter verdict
+//! depends on other pods, only the counts the extensions keep.
 //! Candidate nodes are tried from an offset, as kube-scheduler's
 //! `GetOffsetAndNumCandidates` does, so that preemptors do not all evict
 //! from the first nodes by name. kube-scheduler draws the offset at random;
@@ -31,8 +34,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::cache::ClusterState;
 use crate::framework::{
-    Code, Diagnosis, Framework, Nominating, Nomination, PostFilterPlugin, PostFilterResult,
-    ReasonHistogram, Status,
+    Code, CycleState, Diagnosis, Framework, Nominating, Nomination, PostFilterPlugin,
+    PostFilterResult, PreFilterResult, ReasonHistogram, Status,
 };
 use crate::objects::{DisruptionBudget, NodeInfo, PodInfo};
 
@@ -178,10 +181,18 @@ impl DefaultPreemption {
         potential.rotate_left(offset);
         let wanted = self.candidates_wanted(potential.len());
         let budgets: Vec<DisruptionBudget> = pdb::budgets_of(cluster);
+        let mut base = CycleState::new();
+        let pre = handle.pre_filter_unobserved(&mut base, pod, cluster);
+        let dry = DryRun {
+            handle,
+            pod,
+            base: &base,
+            pre: &pre,
+        };
         let mut candidates: Vec<Candidate<'_>> = Vec::new();
         let mut statuses: Vec<Status> = Vec::new();
         for node in potential {
-            match select_victims(handle, pod, node, cluster, &budgets) {
+            match select_victims(&dry, node, cluster, &budgets) {
                 Ok(c) => candidates.push(c),
                 Err(s) => statuses.push(s),
             }
@@ -276,52 +287,89 @@ fn importance(p: &PodInfo) -> (Reverse<i32>, i64) {
     )
 }
 
+/// What one attempt's dry runs share: PreFilter's state and result on the
+/// unchanged cluster.
+struct DryRun<'a> {
+    handle: &'a Framework,
+    pod: &'a PodInfo,
+    base: &'a CycleState,
+    pre: &'a PreFilterResult,
+}
+
+impl DryRun<'_> {
+    /// Moves `victim` off `node` in `cluster` and in `state`.
+    fn remove(
+        &self,
+        state: &mut CycleState,
+        victim: &PodInfo,
+        node: &NodeInfo,
+        cluster: &mut ClusterState,
+    ) -> Result<(), Status> {
+        cluster.delete_pod(&victim.namespace, &victim.name);
+        self.handle
+            .remove_pod(state, self.pre, self.pod, victim, node, cluster)
+            .map_err(|e| Status::error(e.to_string()))
+    }
+
+    /// Puts `victim` back on `node` in `cluster` and in `state`.
+    fn add(
+        &self,
+        state: &mut CycleState,
+        victim: &PodInfo,
+        node: &NodeInfo,
+        cluster: &mut ClusterState,
+    ) -> Result<(), Status> {
+        cluster.apply_pod(victim.clone());
+        self.handle
+            .add_pod(state, self.pre, self.pod, victim, node, cluster)
+            .map_err(|e| Status::error(e.to_string()))
+    }
+
+    /// Filter's first rejection of `node` in the current state.
+    fn rejects(&self, state: &CycleState, node: &NodeInfo, cluster: &ClusterState) -> Option<Status> {
+        self.handle
+            .filter_node(state, self.pre, self.pod, node, cluster)
+    }
+}
+
 /// kube-scheduler's `SelectVictimsOnNode` for one node. Moves pods out of
-/// `cluster` and back; on return every pod is where it was.
+/// `cluster` and back; on return every pod is where it was, whatever the
+/// outcome.
 fn select_victims<'a>(
-    handle: &Framework,
-    pod: &PodInfo,
+    dry: &DryRun<'_>,
     node: &'a NodeInfo,
     cluster: &mut ClusterState,
     budgets: &[DisruptionBudget],
 ) -> Result<Candidate<'a>, Status> {
     let mut potential: Vec<PodInfo> = cluster
         .pods_on(&node.name)
-        .filter(|p| p.priority < pod.priority)
+        .filter(|p| p.priority < dry.pod.priority)
         .cloned()
         .collect();
     if potential.is_empty() {
         return Err(Status::unresolvable(NO_VICTIMS));
     }
-    for v in &potential {
-        cluster.delete_pod(&v.namespace, &v.name);
-    }
-    if let Some(s) = handle.fits(pod, node, cluster) {
-        for v in potential {
-            cluster.apply_pod(v);
-        }
-        return Err(s);
-    }
     potential.sort_by_key(importance);
     let (violating, clean) = pdb::split(potential, budgets);
-    let mut victims = Vec::new();
-    let mut pdb_violations = 0;
     // Reprieve budget-protected pods first, then the rest, most important first.
-    for (v, protected) in violating
+    let order: Vec<(PodInfo, bool)> = violating
         .into_iter()
         .map(|v| (v, true))
         .chain(clean.into_iter().map(|v| (v, false)))
-    {
-        cluster.apply_pod(v.clone());
-        if handle.fits(pod, node, cluster).is_some() {
-            cluster.delete_pod(&v.namespace, &v.name);
+        .collect();
+    let mut out = vec![false; order.len()];
+    let mut state = dry.base.clone();
+    let tried = try_victims(dry, &mut state, &order, &mut out, node, cluster);
+    let mut victims = Vec::new();
+    let mut pdb_violations = 0;
+    for ((v, protected), out) in order.into_iter().zip(out) {
+        if out {
+            cluster.apply_pod(v.clone());
             pdb_violations += usize::from(protected);
             victims.push(v);
         }
     }
-    for v in &victims {
-        cluster.apply_pod(v.clone());
-    }
+    tried?;
     if victims.is_empty() {
         return Err(Status::error(format!(
             "expected at least one victim pod on node {:?}",
@@ -334,6 +382,36 @@ fn select_victims<'a>(
         victims,
         pdb_violations,
     })
+}
+
+/// The dry run proper over `order`: removes every pod, checks the pod fits,
+/// then puts them back one by one, keeping out those without which it no
+/// longer fits. `out[i]` tells whether `order[i]` is out of `cluster` (the
+/// victims on success; on an early return, what the caller must restore).
+fn try_victims(
+    dry: &DryRun<'_>,
+    state: &mut CycleState,
+    order: &[(PodInfo, bool)],
+    out: &mut [bool],
+    node: &NodeInfo,
+    cluster: &mut ClusterState,
+) -> Result<(), Status> {
+    for ((v, _), out) in order.iter().zip(out.iter_mut()) {
+        *out = true;
+        dry.remove(state, v, node, cluster)?;
+    }
+    if let Some(s) = dry.rejects(state, node, cluster) {
+        return Err(s);
+    }
+    for ((v, _), out) in order.iter().zip(out.iter_mut()) {
+        *out = false;
+        dry.add(state, v, node, cluster)?;
+        if dry.rejects(state, node, cluster).is_some() {
+            *out = true;
+            dry.remove(state, v, node, cluster)?;
+        }
+    }
+    Ok(())
 }
 
 /// kube-scheduler's `pickOneNodeForPreemption`: each criterion narrows the

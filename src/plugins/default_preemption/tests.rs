@@ -271,3 +271,47 @@ fn candidates_are_tried_from_an_offset_not_from_the_first_name() {
         "one pod's outcome is reproducible"
     );
 }
+
+#[test]
+fn victims_that_count_in_pre_filter_state_are_removed_from_it() {
+    // With InterPodAffinity: "guard"'s anti-affinity is what keeps p off n1,
+    // so the dry run must take it out of the PreFilter state (RemovePod) to
+    // see p fit, and put it back (AddPod) to see it is needed; "idle" is
+    // reprieved.
+    let policy = POLICY.replace(
+        "  - name: DefaultPreemption\n",
+        "  - name: InterPodAffinity\n  - name: DefaultPreemption\n",
+    );
+    let compiled = CompiledPolicy::new(parse(&policy, "t").unwrap());
+    let f = compiled.profile("s").unwrap().clone();
+    let mut guard = pod("guard", 1, "1");
+    let anti: k8s_openapi::api::core::v1::Affinity = serde_json::from_value(serde_json::json!({
+        "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"topologyKey": "name", "labelSelector": {"matchLabels": {"app": "p"}}}
+        ]}
+    }))
+    .unwrap();
+    Arc::make_mut(&mut guard.spec).affinity = Some(anti);
+    let mut c = cluster(
+        &[("n1", "4")],
+        vec![on("n1", guard), on("n1", pod("idle", 1, "1"))],
+    );
+    let p = pod("p", 10, "1");
+    let nodes: Vec<Arc<NodeInfo>> = c.nodes().cloned().collect();
+    let mut state = CycleState::new();
+    let pre = f.pre_filter(&mut state, &p, &c);
+    let verdicts = f.filter_nodes(&state, &pre, &p, &nodes, &c);
+    let failed: Vec<(Arc<NodeInfo>, Status)> = nodes
+        .into_iter()
+        .zip(verdicts)
+        .map(|(n, v)| (n, v.expect("anti-affinity keeps p off n1")))
+        .collect();
+    assert_eq!(failed[0].1.code(), Code::Unschedulable);
+    let diagnosis = Diagnosis {
+        total: 1,
+        failed: &failed,
+    };
+    let r = f.post_filter(&p, &diagnosis, &mut c);
+    assert_eq!(nominated(&r), ("n1".into(), vec!["guard".into()]));
+    assert_eq!(c.pods_on("n1").count(), 2, "every pod is back");
+}

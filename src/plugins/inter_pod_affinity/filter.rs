@@ -12,12 +12,13 @@ use super::{
     ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH, InterPodAffinity, TermMatch, Terms,
     TopologyCounts, reject_namespace_selectors, term_matches,
 };
-use crate::cache::ClusterState;
-use crate::framework::{CycleState, FilterPlugin, PreFilterPlugin, Status};
+use crate::cache::{ClusterState, Objects};
+use crate::framework::{CycleState, FilterPlugin, PreFilterExtensions, PreFilterPlugin, Status};
 use crate::objects::namespace::NamespaceInfo;
 use crate::objects::{NodeInfo, PodInfo};
 
 /// kube-scheduler's `preFilterState`.
+#[derive(Debug, Clone, PartialEq)]
 struct PreFilterState {
     /// Pairs → existing pods that match *all* the incoming pod's required
     /// affinity terms (counted once per term's topology key).
@@ -84,42 +85,7 @@ impl PreFilterPlugin for InterPodAffinity {
             let Some(node) = existing.node_name.as_deref().and_then(|n| cluster.node(n)) else {
                 continue;
             };
-            if !affinity.is_empty()
-                && affinity
-                    .iter()
-                    .all(|t| term_matches(t, ns, existing, namespaces) == TermMatch::Yes)
-            {
-                for t in affinity {
-                    s.affinity.add(node, &t.topology_key, 1);
-                }
-            }
-            for t in anti {
-                if term_matches(t, ns, existing, namespaces) == TermMatch::Yes {
-                    s.anti.add(node, &t.topology_key, 1);
-                }
-            }
-            for t in Terms::of(existing).required_anti {
-                match term_matches(t, &existing.namespace, pod, namespaces) {
-                    TermMatch::Yes => s.existing_anti.add(node, &t.topology_key, 1),
-                    TermMatch::No => {}
-                    TermMatch::Unknown => {
-                        if let Some(value) = node.label(&t.topology_key) {
-                            s.undecidable
-                                .entry(t.topology_key.clone())
-                                .or_default()
-                                .entry(value.to_string())
-                                .or_insert_with(|| {
-                                    format!(
-                                        "cannot tell whether the required anti-affinity of \
-                                         pod {} applies: its term has a non-empty namespaceSelector \
-                                         and placer does not cache namespace labels",
-                                        existing.key()
-                                    )
-                                });
-                        }
-                    }
-                }
-            }
+            s.count(pod, existing, node, namespaces, 1);
         }
         if s.existing_anti.is_empty()
             && s.undecidable.is_empty()
@@ -134,6 +100,101 @@ impl PreFilterPlugin for InterPodAffinity {
         state.write(s);
         Status::success()
     }
+}
+
+impl PreFilterState {
+    /// Counts `existing`, on `node`, `delta` times (1 in PreFilter, ±1 in
+    /// the extensions). A removed pod's undecidable anti-affinity pairs stay:
+    /// placer does not know whether other pods share them, and keeping
+    /// them errs toward "does not fit" (the Filter error) in a dry run.
+    fn count(
+        &mut self,
+        pod: &PodInfo,
+        existing: &PodInfo,
+        node: &NodeInfo,
+        namespaces: &Objects<NamespaceInfo>,
+        delta: i64,
+    ) {
+        let terms = Terms::of(pod);
+        let (affinity, anti) = (terms.required_affinity, terms.required_anti);
+        let ns = pod.namespace.as_str();
+        if !affinity.is_empty()
+            && affinity
+                .iter()
+                .all(|t| term_matches(t, ns, existing, namespaces) == TermMatch::Yes)
+        {
+            for t in affinity {
+                self.affinity.add(node, &t.topology_key, delta);
+            }
+        }
+        for t in anti {
+            if term_matches(t, ns, existing, namespaces) == TermMatch::Yes {
+                self.anti.add(node, &t.topology_key, delta);
+            }
+        }
+        for t in Terms::of(existing).required_anti {
+            match term_matches(t, &existing.namespace, pod, namespaces) {
+                TermMatch::Yes => self.existing_anti.add(node, &t.topology_key, delta),
+                TermMatch::No => {}
+                TermMatch::Unknown if delta > 0 => {
+                    if let Some(value) = node.label(&t.topology_key) {
+                        self.undecidable
+                            .entry(t.topology_key.clone())
+                            .or_default()
+                            .entry(value.to_string())
+                            .or_insert_with(|| {
+                                format!(
+                                    "cannot tell whether the required anti-affinity of \
+                                     pod {} applies: its term has a non-empty namespaceSelector \
+                                     and placer does not cache namespace labels",
+                                    existing.key()
+                                )
+                            });
+                    }
+                }
+                TermMatch::Unknown => {}
+            }
+        }
+    }
+}
+
+impl PreFilterExtensions for InterPodAffinity {
+    fn add_pod(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        to_add: &PodInfo,
+        node: &NodeInfo,
+        cluster: &ClusterState,
+    ) -> Status {
+        update(state, pod, to_add, node, cluster, 1)
+    }
+
+    fn remove_pod(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        to_remove: &PodInfo,
+        node: &NodeInfo,
+        cluster: &ClusterState,
+    ) -> Status {
+        update(state, pod, to_remove, node, cluster, -1)
+    }
+}
+
+fn update(
+    state: &mut CycleState,
+    pod: &PodInfo,
+    other: &PodInfo,
+    node: &NodeInfo,
+    cluster: &ClusterState,
+    delta: i64,
+) -> Status {
+    let Some(s) = state.modify::<PreFilterState>() else {
+        return Status::error("PreFilter state missing");
+    };
+    s.count(pod, other, node, cluster.objects::<NamespaceInfo>(), delta);
+    Status::success()
 }
 
 impl FilterPlugin for InterPodAffinity {
@@ -469,6 +530,32 @@ mod tests {
             f.filter(&pod("other", &[("app", "web")], json!({})))[2],
             EXISTING
         );
+    }
+
+    #[test]
+    fn add_and_remove_pod_match_a_fresh_pre_filter() {
+        let mut f = cluster();
+        f.pod("db", "ns", "n1", &[("app", "db")], json!({}));
+        f.pod("db2", "ns", "n3", &[("app", "db")], json!({}));
+        f.pod("w", "ns", "n2", &[("app", "web")], json!({}));
+        f.pod(
+            "guard",
+            "ns",
+            "n4",
+            &[("app", "cache")],
+            anti_affinity(json!([term(ZONE, json!({"app": "web"}))])),
+        );
+        let spec = json!({"affinity": {
+            "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term(ZONE, json!({"app": "db"}))]},
+            "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term(HOST, json!({"app": "web"}))]}
+        }});
+        let p = pod("ns", &[("app", "web")], spec);
+        let plugin = InterPodAffinity::new(&Default::default());
+        // Removing "db" alone leaves db2: the zone1 pair must disappear, not
+        // stay at 0, or the self-affinity exception would differ.
+        crate::plugins::test_support::check_extensions(&plugin, &mut f, &p, |s| {
+            s.read::<PreFilterState>().cloned()
+        });
     }
 
     #[test]

@@ -136,7 +136,7 @@ impl InterPodAffinity {
 crate::plugin!(
     InterPodAffinity,
     NAME,
-    [pre_filter, filter, pre_score, score]
+    [pre_filter, pre_filter_extensions, filter, pre_score, score]
 );
 
 /// The four term lists of a pod's `spec.affinity`, empty when absent.
@@ -276,7 +276,7 @@ fn term_matches(
 
 /// Counts (or weights) per topology pair, keyed by topology key then value so
 /// that a node's lookup borrows its labels and allocates nothing.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone, PartialEq)]
 struct TopologyCounts(HashMap<String, HashMap<String, i64>>);
 
 impl TopologyCounts {
@@ -294,6 +294,15 @@ impl TopologyCounts {
             Some(n) => *n += delta,
             None => {
                 values.insert(value.to_string(), delta);
+            }
+        }
+        // A pair back at 0 is dropped, as kube-scheduler's `updateWithPod`
+        // does: "no pod matches anywhere" is tested with `is_empty`, so a
+        // removal must leave what counting without the pod would.
+        if values.get(value) == Some(&0) {
+            values.remove(value);
+            if values.is_empty() {
+                self.0.remove(key);
             }
         }
     }

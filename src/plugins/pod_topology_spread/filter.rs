@@ -9,12 +9,13 @@ use super::{
     PodTopologySpread, for_each_selected, has_all_keys,
 };
 use crate::cache::ClusterState;
-use crate::framework::{CycleState, FilterPlugin, PreFilterPlugin, Status};
+use crate::framework::{CycleState, FilterPlugin, PreFilterExtensions, PreFilterPlugin, Status};
 use crate::objects::{NodeInfo, PodInfo};
 use crate::plugins::node_affinity::RequiredNodeAffinity;
 
 /// What Filter needs, per hard constraint of the pod (kube-scheduler's
 /// `preFilterState`, with the minimum already resolved).
+#[derive(Debug, Clone, PartialEq)]
 struct PreFilterState {
     constraints: Vec<Constraint>,
     /// Domain (topology value) → matching pods. Every domain of an eligible
@@ -67,24 +68,7 @@ impl PreFilterPlugin for PodTopologySpread {
                 *n += 1;
             }
         });
-        let min_match = constraints
-            .iter()
-            .zip(&counts)
-            .map(|(c, counts)| {
-                if counts.len() < c.min_domains {
-                    0
-                } else {
-                    // No domain at all (only with minDomains 0, which the API
-                    // server rejects): kube-scheduler's critical path stays at
-                    // MaxInt32, so nothing is rejected for skew.
-                    counts
-                        .values()
-                        .copied()
-                        .min()
-                        .unwrap_or(i64::from(i32::MAX))
-                }
-            })
-            .collect();
+        let min_match = min_matches(&constraints, &counts);
         let self_match = constraints
             .iter()
             .map(|c| i64::from(c.selects(&pod.labels)))
@@ -97,6 +81,76 @@ impl PreFilterPlugin for PodTopologySpread {
         });
         Status::success()
     }
+}
+
+/// Per constraint, the global minimum skews are measured against.
+fn min_matches(constraints: &[Constraint], counts: &[HashMap<String, i64>]) -> Vec<i64> {
+    constraints
+        .iter()
+        .zip(counts)
+        .map(|(c, counts)| {
+            if counts.len() < c.min_domains {
+                0
+            } else {
+                // No domain at all (only with minDomains 0, which the API
+                // server rejects): kube-scheduler's critical path stays at
+                // MaxInt32, so nothing is rejected for skew.
+                counts
+                    .values()
+                    .copied()
+                    .min()
+                    .unwrap_or(i64::from(i32::MAX))
+            }
+        })
+        .collect()
+}
+
+impl PreFilterExtensions for PodTopologySpread {
+    fn add_pod(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        to_add: &PodInfo,
+        node: &NodeInfo,
+        _: &ClusterState,
+    ) -> Status {
+        update(state, pod, to_add, node, 1)
+    }
+
+    fn remove_pod(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        to_remove: &PodInfo,
+        node: &NodeInfo,
+        _: &ClusterState,
+    ) -> Status {
+        update(state, pod, to_remove, node, -1)
+    }
+}
+
+/// kube-scheduler's `updateWithPod`: `other`, on `node`, counts `delta`
+/// more in the domains PreFilter counted it in (same namespace, not
+/// terminating, an eligible node with every key, selected), then the
+/// minimums are resolved again.
+fn update(state: &mut CycleState, pod: &PodInfo, other: &PodInfo, node: &NodeInfo, delta: i64) -> Status {
+    let Some(s) = state.modify::<PreFilterState>() else {
+        return Status::error("PreFilter state missing");
+    };
+    if other.namespace != pod.namespace || other.deleting || !has_all_keys(node, &s.constraints) {
+        return Status::success();
+    }
+    let required = RequiredNodeAffinity::new(pod);
+    for (c, counts) in s.constraints.iter().zip(s.counts.iter_mut()) {
+        if !c.selects(&other.labels) || !c.includes(pod, &required, node) {
+            continue;
+        }
+        if let Some(n) = node.label(&c.topology_key).and_then(|v| counts.get_mut(v)) {
+            *n += delta;
+        }
+    }
+    s.min_match = min_matches(&s.constraints, &s.counts);
+    Status::success()
 }
 
 impl FilterPlugin for PodTopologySpread {
@@ -125,7 +179,7 @@ mod tests {
     use super::super::tests::{Fixture, pod};
     use super::*;
     use crate::framework::Code;
-    use crate::plugins::test_support::{ZONE};
+    use crate::plugins::test_support::{HOSTNAME, ZONE};
 
 
     /// zone1 = {n1, n2}, zone2 = {n3, n4}; `foo` pods: n1 2, n2 1, n3 1.
@@ -152,6 +206,26 @@ mod tests {
             c.extend(extra.clone());
         }
         c
+    }
+
+    #[test]
+    fn add_and_remove_pod_match_a_fresh_pre_filter() {
+        let mut f = two_zones();
+        f.pods("other", "n4", &[("foo", "")], 1);
+        f.pods("ns", "n4", &[("bar", "")], 1);
+        let spec = json!({"topologySpreadConstraints": [
+            {"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule",
+             "labelSelector": {"matchExpressions": [{"key": "foo", "operator": "Exists"}]}},
+            {"maxSkew": 1, "topologyKey": HOSTNAME, "whenUnsatisfiable": "DoNotSchedule",
+             "labelSelector": {"matchExpressions": [{"key": "foo", "operator": "Exists"}]}}
+        ]});
+        let p = pod("ns", &[("foo", "")], spec);
+        // Removing n3's one pod moves the hostname minimum; the pods in
+        // another namespace or not selected count nowhere.
+        let plugin = std::mem::take(&mut f.plugin);
+        crate::plugins::test_support::check_extensions(&plugin, &mut f, &p, |s| {
+            s.read::<PreFilterState>().cloned()
+        });
     }
 
     #[test]

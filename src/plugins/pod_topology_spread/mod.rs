@@ -276,7 +276,7 @@ fn default_selector(pod: &PodInfo, cluster: &ClusterState) -> Option<LabelSelect
 crate::plugin!(
     PodTopologySpread,
     NAME,
-    [pre_filter, filter, pre_score, score]
+    [pre_filter, pre_filter_extensions, filter, pre_score, score]
 );
 
 /// `whenUnsatisfiable` of hard constraints.
@@ -286,7 +286,7 @@ const SCHEDULE_ANYWAY: &str = "ScheduleAnyway";
 
 /// One constraint of the incoming pod with its selector resolved
 /// (kube-scheduler's internal `topologySpreadConstraint`).
-#[derive(Debug)]
+#[derive(Debug, Clone, PartialEq)]
 struct Constraint {
     max_skew: i64,
     topology_key: String,
