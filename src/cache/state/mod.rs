@@ -247,11 +247,16 @@ impl ClusterState {
     /// inline label inputs the state it comes from filled (a replica takes
     /// the same `Arc`, and that state's label slots with it).
     pub fn apply_shared_node(&mut self, new: Arc<NodeInfo>) -> bool {
-        let name = new.name.clone();
-        let old = self.nodes.insert(name.clone(), new.clone());
-        if old.as_deref() == Some(&*new) {
+        // An equal record (a heartbeat: only status fields placer does not
+        // keep changed) leaves the stored one in place. Swapping in the new
+        // allocation would make a replica sharing the old one see a changed
+        // record the next time the node's pods change, and rebuild its node
+        // list for nothing.
+        if self.nodes.get(&new.name).is_some_and(|old| **old == *new) {
             return false;
         }
+        let name = new.name.clone();
+        let old = self.nodes.insert(name.clone(), new.clone());
         self.generations.touch_node(&name);
         let Some(keys) = self.pods_by_node.get(&name) else {
             return true;
