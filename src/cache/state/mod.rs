@@ -71,8 +71,10 @@ impl NodeUsage {
 pub struct ClusterState {
     nodes: HashMap<String, Arc<NodeInfo>, foldhash::fast::RandomState>,
     pods: HashMap<String, PodInfo>,
-    pods_by_node: HashMap<String, HashSet<String>>,
-    usage: HashMap<String, NodeUsage>,
+    pods_by_node: HashMap<String, HashSet<String>, foldhash::fast::RandomState>,
+    /// Looked up by node name per node and plugin in every attempt (Filter
+    /// and Score of NodeResourcesFit, NodePorts): a fast hash, as `nodes`.
+    usage: HashMap<String, NodeUsage, foldhash::fast::RandomState>,
     zones: ZoneIndex,
     /// Which labels are interned inline in every node record.
     label_slots: LabelSlots,
