@@ -206,9 +206,22 @@ impl ClusterState {
     /// Keeps the values of label `keys` inline in every node record from now
     /// on (the keys the policy's plugins read; earlier keys keep their slots).
     pub fn watch_labels<'a>(&mut self, keys: impl IntoIterator<Item = &'a str>) {
-        if !self.label_slots.add_keys(keys) {
-            return;
+        if self.label_slots.add_keys(keys) {
+            self.reassign_label_inputs();
         }
+    }
+
+    /// [`watch_labels`](Self::watch_labels) for the keys of a pod's node
+    /// selector, while slots beyond those kept for the policy last
+    /// ([`LabelSlots::takes_selector_key`]). Each new key costs one pass over
+    /// the nodes (and a full copy for replicas), once.
+    pub fn watch_selector_labels<'a>(&mut self, keys: impl IntoIterator<Item = &'a str>) {
+        if self.label_slots.add_selector_keys(keys) {
+            self.reassign_label_inputs();
+        }
+    }
+
+    fn reassign_label_inputs(&mut self) {
         for node in self.nodes.values_mut() {
             self.label_slots.assign(Arc::make_mut(node));
         }

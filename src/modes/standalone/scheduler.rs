@@ -21,7 +21,7 @@ use super::preempt::Evictor;
 use super::queue::{PreEnqueue, QueueTimings, SchedulingQueue};
 use super::report::Reporter;
 use super::sample::{NodeSearch, Search};
-use super::view::CycleView;
+use super::view::{CycleView, slot_selector_labels};
 use crate::cache::Cache;
 use crate::explain::Diagnoses;
 use crate::framework::{Nominating, QueuedPodInfo, Status};
@@ -169,6 +169,7 @@ impl Standalone {
             percentage: policy.percentage_of_nodes_to_score(&pod.scheduler_name),
             start: Some(&self.search),
         };
+        slot_selector_labels(&self.state.cache, &pod);
         let result = self.view.attempt(&self.state.cache, |cluster, nodes| {
             schedule_on(
                 &framework,
