@@ -24,6 +24,7 @@ use super::sample::{NodeSearch, Search};
 use super::view::CycleView;
 use crate::cache::Cache;
 use crate::explain::Diagnoses;
+use crate::explain::pending::PendingFeed;
 use crate::framework::{Nominating, QueuedPodInfo, Status};
 use crate::metrics::Attempt;
 use crate::modes::binder::Binder;
@@ -64,6 +65,8 @@ pub struct Standalone {
     tasks: Arc<Semaphore>,
     /// Where failed attempts are recorded for `/explain/pods`.
     diagnoses: Option<Arc<Diagnoses>>,
+    /// The `/explain/pods` store of pending pods, fed by the queue's watch.
+    pending: Option<PendingFeed>,
 }
 
 impl Standalone {
@@ -94,7 +97,16 @@ impl Standalone {
             binds: Arc::new(Semaphore::new(MAX_BINDS_IN_FLIGHT)),
             tasks: Arc::new(Semaphore::new(MAX_TASKS as usize)),
             diagnoses: None,
+            pending: None,
         }
+    }
+
+    /// Feeds `/explain/pods`' store of pending pods from the queue's watch
+    /// of unassigned pods, so the API server sends each of them once.
+    #[must_use]
+    pub fn feeding(mut self, pending: PendingFeed) -> Self {
+        self.pending = Some(pending);
+        self
     }
 
     /// Records every attempt's outcome in `diagnoses` (`/explain/pods`, and
@@ -113,6 +125,7 @@ impl Standalone {
             this.client.clone(),
             this.state.clone(),
             this.queue.clone(),
+            this.pending.clone(),
         ));
         tokio::spawn(requeue_on_events(
             this.state.cache.clone(),
@@ -317,27 +330,49 @@ impl Standalone {
 /// Feeds unassigned pods of placer's profiles into the queue; pods deleted
 /// or bound (they leave the `spec.nodeName=` selector) leave it, including
 /// those that left while the watch was down (a relist drops every queued pod
-/// it no longer lists).
-async fn watch_unscheduled(client: Client, state: AppState, queue: Arc<SchedulingQueue>) {
+/// it no longer lists). Every pod it sees, of any scheduler, also goes to
+/// `pending` when set.
+async fn watch_unscheduled(
+    client: Client,
+    state: AppState,
+    queue: Arc<SchedulingQueue>,
+    pending: Option<PendingFeed>,
+) {
     let api: Api<Pod> = Api::all(client);
     let stream = watcher(api, watcher::Config::default().fields(UNASSIGNED_PODS)).default_backoff();
     futures::pin_mut!(stream);
     let mut relisted: HashSet<String> = HashSet::new();
+    let mut listed: Vec<PodInfo> = Vec::new();
     while let Some(event) = stream.next().await {
         match event {
             Ok(watcher::Event::Apply(p)) => {
-                offer(&state, &queue, &p);
+                let pod = offer(&state, &queue, &p);
+                if let Some(feed) = &pending {
+                    feed.applied(pod);
+                }
             }
             Ok(watcher::Event::InitApply(p)) => {
                 let pod = offer(&state, &queue, &p);
                 relisted.insert(pod.key());
+                if pending.is_some() {
+                    listed.push(pod);
+                }
             }
             Ok(watcher::Event::Delete(p)) => {
                 let pod = PodInfo::from(&p);
                 queue.delete(&pod.namespace, &pod.name);
+                if let Some(feed) = &pending {
+                    feed.deleted(&pod.namespace, &pod.name);
+                }
             }
-            Ok(watcher::Event::Init) => relisted.clear(),
+            Ok(watcher::Event::Init) => {
+                relisted.clear();
+                listed.clear();
+            }
             Ok(watcher::Event::InitDone) => {
+                if let Some(feed) = &pending {
+                    feed.listed(std::mem::take(&mut listed));
+                }
                 let dropped = queue.retain_only(&relisted);
                 if dropped > 0 {
                     info!(
