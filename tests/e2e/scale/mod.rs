@@ -20,7 +20,7 @@
 //!
 //! Knobs: `PLACER_SCALE=NODESxPODS` (default `200x500`, the CI smoke), `PLACER_SCALE_CONFIGS`
 //! (letters, default `abcd`, plus `e` when `PLACER_SCALE_FLOOR_BIN` names a floor binary; `f`
-//! only when named: it added about 28 s to the smoke, `scripts/scale.sh` runs it),
+//! only when named: it added 16–28 s to the smoke, `scripts/scale.sh` runs it),
 //! `PLACER_SCALE_WORKLOADS` (`basic,precreated` by default), `PLACER_SCALE_OUT` (a file to write
 //! the tables to). `scripts/scale.sh` is the documented entry point for the large sizes.
 

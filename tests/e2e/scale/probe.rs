@@ -117,9 +117,11 @@ impl Request {
             "{answered} nodes answered for {} sent",
             self.names.len()
         );
+        let kept_set: BTreeSet<String> = kept.iter().cloned().collect();
+        let wrong = kept_set.symmetric_difference(&self.expected).count();
         ensure!(
-            kept.iter().cloned().collect::<BTreeSet<_>>() == self.expected,
-            "kept {} nodes, not the {} hw-encrypt ones",
+            wrong == 0,
+            "kept {} nodes; {wrong} names differ from the {} hw-encrypt nodes sent",
             kept.len(),
             self.expected.len()
         );
