@@ -249,6 +249,7 @@ fn explainer(
         pending,
         in_tree,
         diagnoses,
+        replica: Default::default(),
     });
     if let (Some(rx), Some(client)) = (outcomes, client) {
         tokio::spawn(explain::simulator::annotate(
