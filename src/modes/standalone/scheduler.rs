@@ -58,7 +58,7 @@ pub struct Standalone {
     binder: Arc<Binder>,
     evictor: Arc<Evictor>,
     rotation: TieRotation,
-    view: CycleView,
+    view: Arc<CycleView>,
     search: NodeSearch,
     binds: Arc<Semaphore>,
     /// One permit per background task, so shutdown can wait for all of them.
@@ -92,7 +92,7 @@ impl Standalone {
             client,
             state,
             rotation: TieRotation::default(),
-            view: CycleView::default(),
+            view: Arc::default(),
             search: NodeSearch::default(),
             binds: Arc::new(Semaphore::new(MAX_BINDS_IN_FLIGHT)),
             tasks: Arc::new(Semaphore::new(MAX_TASKS as usize)),
@@ -174,24 +174,28 @@ impl Standalone {
         // is the one place to ask (the status may be stale after a clear).
         let own = nominator.node_of(&pod);
         let others = nominator.ahead_of(&pod);
-        let nominated = Nominated {
-            others: &others,
-            own: own.as_deref(),
-        };
-        let search = Search {
-            percentage: policy.percentage_of_nodes_to_score(&pod.scheduler_name),
-            start: Some(&self.search),
-        };
-        let result = self.view.attempt(&self.state.cache, |cluster, nodes| {
-            schedule_on(
-                &framework,
-                &pod,
-                cluster,
-                nodes,
-                nominated,
-                &self.rotation,
-                search,
-            )
+        let percentage = policy.percentage_of_nodes_to_score(&pod.scheduler_name);
+        drop(policy);
+        let (this, fw, p, own_node) = (self.clone(), framework.clone(), pod.clone(), own.clone());
+        let attempt = self
+            .view
+            .attempt_off_runtime(&self.state.cache, move |cluster, nodes| {
+                let nominated = Nominated {
+                    others: &others,
+                    own: own_node.as_deref(),
+                };
+                let search = Search {
+                    percentage,
+                    start: Some(&this.search),
+                };
+                schedule_on(&fw, &p, cluster, nodes, nominated, &this.rotation, search)
+            })
+            .await;
+        let result = attempt.unwrap_or_else(|e| {
+            warn!(pod = %pod.key(), error = %e, "scheduling attempt panicked; the pod is retried");
+            Err(Failure::Error {
+                message: format!("scheduling attempt failed: {e}"),
+            })
         });
         match result {
             Ok(placement) => {
