@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# The scale benchmark (docs/benchmarks.md, "Scheduling at scale"): five scheduler
+# The scale benchmark (docs/benchmarks.md, "Scheduling at scale"): six scheduler
 # configurations schedule the same workloads on one control plane whose nodes are
 # kwok's fake nodes, one configuration at a time:
 #
 #   a. kube-scheduler, default plugins      b. kube-scheduler + placer as extender
 #   c. placer standalone                    d. kube-scheduler, placer's comparable plugins
 #   e. kube-scheduler + the floor (../shared/tools/floor) as extender
+#   f. placer --mode both: (c) while the test probes its extender verbs every 20 ms
 #
 # Workloads: SchedulingBasic (pods created while the scheduler runs) and pre-created
 # (pods exist before it starts). Builds the control plane, kwok, release placer and the
@@ -17,7 +18,7 @@
 # SCALE_TIMEOUT seconds.
 #
 # Knobs (environment): SCALE_SIZES (default "1000x3000 5000x10000"), SCALE_CONFIGS
-# (letters, default abcde), SCALE_WORKLOADS (default basic,precreated), SCALE_OUT
+# (letters, default abcdef), SCALE_WORKLOADS (default basic,precreated), SCALE_OUT
 # (default target/scale-run), SCALE_TIMEOUT (per size, default 3600).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,7 +39,7 @@ cargo build --release --locked --bin placer
 CARGO_TARGET_DIR="$PWD/target/floor" cargo build --release --manifest-path ../shared/tools/floor/Cargo.toml
 export PLACER_E2E_PLACER_BIN="$PWD/target/release/placer"
 export PLACER_SCALE_FLOOR_BIN="$PWD/target/floor/release/floor"
-export PLACER_SCALE_CONFIGS=${SCALE_CONFIGS:-abcde}
+export PLACER_SCALE_CONFIGS=${SCALE_CONFIGS:-abcdef}
 export PLACER_SCALE_WORKLOADS=${SCALE_WORKLOADS:-basic,precreated}
 export PLACER_E2E_RUST_LOG=${PLACER_E2E_RUST_LOG:-info}
 

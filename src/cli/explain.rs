@@ -241,6 +241,7 @@ async fn one_shot(args: &ExplainArgs, namespace: &str, name: &str) -> anyhow::Re
         pending: Arc::new(PendingPods::from_pods(pending)),
         in_tree,
         diagnoses: Arc::new(Diagnoses::new(0)),
+        replica: Default::default(),
     };
     let Some(pod) = explainer.find(namespace, name) else {
         bail!("pod {namespace}/{name} not found");

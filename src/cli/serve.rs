@@ -9,6 +9,7 @@ use tracing::{info, warn};
 
 use super::ServeArgs;
 use crate::cache::{Cache, ClusterState, snapshot_file, watch};
+use crate::explain::pending::PendingFeed;
 use crate::explain::{self, Diagnoses, Explainer, InTree, PendingPods};
 use crate::modes::extender::{Binder, ExtenderState, Settings};
 use crate::modes::standalone::leader;
@@ -141,8 +142,14 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             } else {
                 None
             };
-            let standalone = Standalone::new(client, state.clone(), &identity)
+            let mut standalone = Standalone::new(client, state.clone(), &identity)
                 .with_diagnoses(explainer.diagnoses.clone());
+            if explain_pods(&args) {
+                standalone = standalone.feeding(PendingFeed {
+                    pending: explainer.pending.clone(),
+                    diagnoses: explainer.diagnoses.clone(),
+                });
+            }
             info!(
                 identity,
                 leader_elect = args.leader_elect,
@@ -210,12 +217,19 @@ fn explainer(
         (Some(p), _) => p,
         (None, Some(client)) if explain_pods(args) => {
             let p = Arc::new(PendingPods::new());
-            tokio::spawn(explain::pending::watch(
-                client.clone(),
-                state.cache.clone(),
-                p.clone(),
-                diagnoses.clone(),
-            ));
+            // Where placer schedules, its own watch of the same pods feeds
+            // the store (`Standalone::feeding`).
+            if !args.mode.schedules() {
+                let feed = PendingFeed {
+                    pending: p.clone(),
+                    diagnoses: diagnoses.clone(),
+                };
+                tokio::spawn(explain::pending::watch(
+                    client.clone(),
+                    state.cache.clone(),
+                    feed,
+                ));
+            }
             p
         }
         _ => Arc::new(PendingPods::from_pods([])),
@@ -235,6 +249,7 @@ fn explainer(
         pending,
         in_tree,
         diagnoses,
+        replica: Default::default(),
     });
     if let (Some(rx), Some(client)) = (outcomes, client) {
         tokio::spawn(explain::simulator::annotate(

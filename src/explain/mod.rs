@@ -29,8 +29,9 @@ mod table;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
+use parking_lot::Mutex;
 
-use crate::cache::Cache;
+use crate::cache::{Cache, Replica};
 use crate::objects::PodInfo;
 use crate::policy::CompiledPolicy;
 use crate::state::Mode;
@@ -55,6 +56,10 @@ pub struct Explainer {
     pub in_tree: Option<Arc<InTree>>,
     /// Last diagnoses.
     pub diagnoses: Arc<Diagnoses>,
+    /// The cluster as explanations evaluate it: a private copy of the
+    /// cache, caught up at each explanation (`Default::default()`: empty
+    /// until the first one copies it whole).
+    pub replica: Mutex<Replica>,
 }
 
 /// An explanation and whether it was reused.
@@ -138,40 +143,37 @@ impl Explainer {
                 ..(*pod).clone()
             }),
         };
-        let mut done = None;
-        if pod.node_name.is_none() {
-            let cluster = self.cache.read();
+        // Evaluated on the explainer's replica, synced under the cache's read
+        // lock for as long as the copy of the changed nodes takes: a bound pod
+        // is taken out and PostFilter's dry run moves pods, which both need
+        // the cluster exclusively, and the evaluation itself (every filter on
+        // every node) would otherwise hold the read lock, which a waiting
+        // watch writer turns into a wait for every extender request behind
+        // it. Concurrent explanations wait for each other here, not for the
+        // cache.
+        let mut replica = self.replica.lock();
+        {
+            let shared = self.cache.read();
             inputs.generation = self.cache.generation();
-            let evaluated = live::evaluate(&fw, &unbound, &cluster);
-            if evaluated.post_filter.is_none() {
-                done = Some(evaluated.explanation);
-            }
+            replica.sync(&shared);
         }
-        // A bound pod is taken out of the cluster while it is evaluated, and
-        // PostFilter's dry run edits the cluster in place: both need it
-        // exclusively, as a standalone attempt does, and both restore it.
-        let explanation = match done {
-            Some(e) => e,
-            None => {
-                let mut cluster = self.cache.write();
-                inputs.generation = self.cache.generation();
-                let held = pod
-                    .node_name
-                    .as_ref()
-                    .and_then(|_| cluster.pod(&pod.namespace, &pod.name).cloned())
-                    .filter(|p| p.uid == pod.uid);
-                if held.is_some() {
-                    cluster.delete_pod(&pod.namespace, &pod.name);
-                }
-                let evaluated = live::evaluate(&fw, &unbound, &cluster);
-                let e = live::post_filter(&fw, &unbound, evaluated, &mut cluster);
-                if let Some(p) = held {
-                    cluster.apply_pod(p);
-                }
-                e
-            }
-        };
-        let mut explanation = explanation;
+        let cluster = replica.state_mut();
+        let held = pod
+            .node_name
+            .as_ref()
+            .and_then(|_| cluster.pod(&pod.namespace, &pod.name).cloned())
+            .filter(|p| p.uid == pod.uid);
+        if held.is_some() {
+            cluster.delete_pod(&pod.namespace, &pod.name);
+        }
+        let evaluated = live::evaluate(&fw, &unbound, cluster);
+        let mut explanation = live::post_filter(&fw, &unbound, evaluated, cluster);
+        // The replica is left as it was found, as a standalone attempt leaves
+        // its view.
+        if let Some(p) = held {
+            cluster.apply_pod(p);
+        }
+        drop(replica);
         explanation.bound_node = pod.node_name.clone();
         let explanation = Arc::new(explanation);
         self.diagnoses.keep(inputs, explanation.clone());
@@ -180,5 +182,117 @@ impl Explainer {
             reused: false,
             last_attempt,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::cache::ClusterState;
+    use crate::objects::{NodeInfo, Resources};
+    use crate::policy::parse;
+
+    const POLICY: &str = "apiVersion: placer/v1alpha1\nkind: Policy\nprofiles:\n- schedulerName: s\n  plugins:\n  - name: NodeResourcesFit\n  - name: DefaultPreemption\n";
+
+    fn node(name: &str) -> NodeInfo {
+        NodeInfo {
+            allocatable: Resources::from_list([("cpu", "1"), ("pods", "9")]).unwrap(),
+            ..NodeInfo::new(name, [("kubernetes.io/hostname", name)])
+        }
+    }
+
+    fn pod(name: &str, node: Option<&str>, priority: i32) -> PodInfo {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "namespace": "ns", "uid": name},
+            "spec": {"nodeName": node, "priority": priority, "schedulerName": "s",
+                     "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}
+        }))
+        .unwrap()
+    }
+
+    /// One full node, its low-priority pod, and a high-priority pod pending.
+    fn explainer() -> Arc<Explainer> {
+        let mut state = ClusterState::default();
+        state.apply_node(node("n1"));
+        state.apply_pod(pod("low", Some("n1"), 0));
+        Arc::new(Explainer {
+            policy: Arc::new(ArcSwap::from_pointee(CompiledPolicy::new(
+                parse(POLICY, "t").unwrap(),
+            ))),
+            cache: Arc::new(Cache::from_state(state)),
+            mode: Mode::Standalone,
+            pending: Arc::new(PendingPods::from_pods([pod("high", None, 100)])),
+            in_tree: None,
+            diagnoses: Arc::new(Diagnoses::default()),
+            replica: Default::default(),
+        })
+    }
+
+    /// Explains `namespace/name` on another thread while this one holds the
+    /// cache's read lock, as a long extender request does; `None` if it did
+    /// not finish within 10 s (it never would if it waited for the write
+    /// lock).
+    fn explained_under_a_read(
+        explainer: &Arc<Explainer>,
+        name: &'static str,
+    ) -> Option<Arc<LiveExplanation>> {
+        let held = explainer.cache.read();
+        let (done, finished) = mpsc::channel();
+        let e = explainer.clone();
+        std::thread::spawn(move || {
+            let answer = e
+                .find("ns", name)
+                .ok_or_else(|| format!("{name} not found"))
+                .and_then(|p| e.explain(p));
+            let _ = done.send(answer);
+        });
+        let answer = finished.recv_timeout(Duration::from_secs(10)).ok();
+        drop(held);
+        answer.map(|a| a.unwrap().explanation)
+    }
+
+    #[test]
+    fn a_preemption_dry_run_does_not_wait_for_readers_nor_touch_the_cache() {
+        let e = explainer();
+        let explained = explained_under_a_read(&e, "high")
+            .expect("the explanation waited for the cache's readers");
+        assert!(
+            explained.summary.ends_with(
+                "preemption: found a potential placement for pod on node n1, preempting 1 victims"
+            ),
+            "{}",
+            explained.summary
+        );
+        assert!(
+            e.cache.read().pod("ns", "low").is_some(),
+            "the dry run moved pods in the replica only"
+        );
+        let replica = e.replica.lock();
+        assert_eq!(
+            replica.state().pod("ns", "low"),
+            e.cache.read().pod("ns", "low"),
+            "the dry run left the replica as it found it"
+        );
+    }
+
+    #[test]
+    fn a_bound_pod_is_taken_out_of_the_replica_only_and_put_back() {
+        let e = explainer();
+        let explained = explained_under_a_read(&e, "low")
+            .expect("the explanation waited for the cache's readers");
+        assert_eq!(explained.winner.as_deref(), Some("n1"), "{explained:?}");
+        assert_eq!(explained.bound_node.as_deref(), Some("n1"));
+        assert_eq!(
+            e.replica.lock().state().pod("ns", "low"),
+            e.cache.read().pod("ns", "low"),
+            "the bound pod is back in the replica"
+        );
+        // The next explanation syncs the replica with what changed since.
+        e.cache.write().delete_pod("ns", "low");
+        let again = explained_under_a_read(&e, "high").expect("explained");
+        assert_eq!(again.winner.as_deref(), Some("n1"), "{}", again.summary);
     }
 }

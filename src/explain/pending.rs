@@ -3,8 +3,10 @@
 //! people ask "why pending?" about live here.
 //!
 //! Fed by one list-and-watch of `spec.nodeName=` pods (the same loop and
-//! health reporting as the cache's watches), or from a snapshot file's
-//! unassigned pods. A pod that gets bound leaves the field selector, which the
+//! health reporting as the cache's watches), or, where placer schedules, by
+//! the scheduler's own watch of the same pods through a [`PendingFeed`] (a
+//! second watch would make the API server send, and placer decode, every
+//! pending pod twice), or from a snapshot file's unassigned pods. A pod that gets bound leaves the field selector, which the
 //! watch reports as a deletion, so the store holds pending pods only and also
 //! drops their diagnoses ([`super::Diagnoses`]).
 
@@ -104,15 +106,46 @@ impl PendingPods {
     }
 }
 
-/// Watches unassigned pods forever into `pending`; a pod that leaves (bound
-/// or deleted) also leaves `diagnoses`. Health is reported as kind
-/// `pendingpod` in `cache`'s watch health.
-pub async fn watch(
-    client: Client,
-    cache: Arc<Cache>,
-    pending: Arc<PendingPods>,
-    diagnoses: Arc<Diagnoses>,
-) {
+/// What a watch of unassigned pods reports, applied to the store; a pod that
+/// leaves it (bound, finished or deleted) also leaves the diagnoses.
+#[derive(Debug, Clone)]
+pub struct PendingFeed {
+    /// The store fed.
+    pub pending: Arc<PendingPods>,
+    /// The diagnoses kept for its pods.
+    pub diagnoses: Arc<Diagnoses>,
+}
+
+impl PendingFeed {
+    /// A (re)list: `pods` replace the store, which is synced from now on.
+    pub fn listed(&self, pods: Vec<PodInfo>) {
+        let count = pods.len();
+        for gone in self.pending.replace(pods) {
+            self.diagnoses.forget_key(&gone);
+        }
+        self.pending.synced.store(true, Ordering::Release);
+        info!(kind = "pendingpod", count, "list applied");
+    }
+
+    /// A pod added or changed.
+    pub fn applied(&self, pod: PodInfo) {
+        if pod.node_name.is_some() || pod.is_terminal() {
+            self.diagnoses.forget(&pod.namespace, &pod.name);
+        }
+        self.pending.apply(pod);
+    }
+
+    /// A pod deleted, or bound (it left the `spec.nodeName=` selector).
+    pub fn deleted(&self, namespace: &str, name: &str) {
+        self.pending.delete(namespace, name);
+        self.diagnoses.forget(namespace, name);
+    }
+}
+
+/// Watches unassigned pods forever into `feed`, with health reported as kind
+/// `pendingpod` in `cache`'s watch health. Only for modes that do not
+/// schedule: the scheduler's watch feeds the store otherwise.
+pub async fn watch(client: Client, cache: Arc<Cache>, feed: PendingFeed) {
     let api: Api<Pod> = Api::all(client);
     let health = cache.watches().kind("pendingpod");
     let (tx, mut rx) = tokio::sync::mpsc::channel::<(Instant, Step<Pod>)>(1024);
@@ -124,25 +157,11 @@ pub async fn watch(
     ));
     while let Some((_, step)) = rx.recv().await {
         match step {
-            Step::Listed(all) => {
-                let count = all.len();
-                for gone in pending.replace(all.iter().map(PodInfo::from).collect()) {
-                    diagnoses.forget_key(&gone);
-                }
-                pending.synced.store(true, Ordering::Release);
-                info!(kind = "pendingpod", count, "list applied");
-            }
-            Step::Applied(p) => {
-                let pod = PodInfo::from(&p);
-                if pod.node_name.is_some() || pod.is_terminal() {
-                    diagnoses.forget(&pod.namespace, &pod.name);
-                }
-                pending.apply(pod);
-            }
+            Step::Listed(all) => feed.listed(all.iter().map(PodInfo::from).collect()),
+            Step::Applied(p) => feed.applied(PodInfo::from(&p)),
             Step::Deleted(p) => {
                 let pod = PodInfo::from(&p);
-                pending.delete(&pod.namespace, &pod.name);
-                diagnoses.forget(&pod.namespace, &pod.name);
+                feed.deleted(&pod.namespace, &pod.name);
             }
         }
     }

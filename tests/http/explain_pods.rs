@@ -71,6 +71,7 @@ fn app(nodes: Vec<NodeInfo>, pending: Vec<PodInfo>) -> (App, Arc<Explainer>) {
         pending: Arc::new(PendingPods::from_pods(pending)),
         in_tree: Some(Arc::new(InTree::defaults().unwrap())),
         diagnoses: Arc::new(Diagnoses::default()),
+        replica: Default::default(),
     });
     let router = placer::server::router(app_state, verbs, Some(explainer.clone()));
     (App::from_router(router), explainer)
@@ -327,6 +328,7 @@ async fn a_standalone_pod_is_explained_with_placers_profile_and_its_last_attempt
         pending: Arc::new(PendingPods::from_pods([web, pod("stray", "1", false)])),
         in_tree: Some(Arc::new(InTree::defaults().unwrap())),
         diagnoses,
+        replica: Default::default(),
     });
     let app = App::from_router(placer::server::router(app_state, verbs, Some(explainer)));
     let j = app.get("/explain/pods/default/web").await.json();

@@ -24,6 +24,7 @@ use super::sample::{NodeSearch, Search};
 use super::view::{CycleView, slot_selector_labels};
 use crate::cache::Cache;
 use crate::explain::Diagnoses;
+use crate::explain::pending::PendingFeed;
 use crate::framework::{Nominating, QueuedPodInfo, Status};
 use crate::metrics::Attempt;
 use crate::modes::binder::Binder;
@@ -57,13 +58,15 @@ pub struct Standalone {
     binder: Arc<Binder>,
     evictor: Arc<Evictor>,
     rotation: TieRotation,
-    view: CycleView,
+    view: Arc<CycleView>,
     search: NodeSearch,
     binds: Arc<Semaphore>,
     /// One permit per background task, so shutdown can wait for all of them.
     tasks: Arc<Semaphore>,
     /// Where failed attempts are recorded for `/explain/pods`.
     diagnoses: Option<Arc<Diagnoses>>,
+    /// The `/explain/pods` store of pending pods, fed by the queue's watch.
+    pending: Option<PendingFeed>,
 }
 
 impl Standalone {
@@ -89,12 +92,21 @@ impl Standalone {
             client,
             state,
             rotation: TieRotation::default(),
-            view: CycleView::default(),
+            view: Arc::default(),
             search: NodeSearch::default(),
             binds: Arc::new(Semaphore::new(MAX_BINDS_IN_FLIGHT)),
             tasks: Arc::new(Semaphore::new(MAX_TASKS as usize)),
             diagnoses: None,
+            pending: None,
         }
+    }
+
+    /// Feeds `/explain/pods`' store of pending pods from the queue's watch
+    /// of unassigned pods, so the API server sends each of them once.
+    #[must_use]
+    pub fn feeding(mut self, pending: PendingFeed) -> Self {
+        self.pending = Some(pending);
+        self
     }
 
     /// Records every attempt's outcome in `diagnoses` (`/explain/pods`, and
@@ -113,6 +125,7 @@ impl Standalone {
             this.client.clone(),
             this.state.clone(),
             this.queue.clone(),
+            this.pending.clone(),
         ));
         tokio::spawn(requeue_on_events(
             this.state.cache.clone(),
@@ -161,25 +174,29 @@ impl Standalone {
         // is the one place to ask (the status may be stale after a clear).
         let own = nominator.node_of(&pod);
         let others = nominator.ahead_of(&pod);
-        let nominated = Nominated {
-            others: &others,
-            own: own.as_deref(),
-        };
-        let search = Search {
-            percentage: policy.percentage_of_nodes_to_score(&pod.scheduler_name),
-            start: Some(&self.search),
-        };
+        let percentage = policy.percentage_of_nodes_to_score(&pod.scheduler_name);
+        drop(policy);
         slot_selector_labels(&self.state.cache, &pod);
-        let result = self.view.attempt(&self.state.cache, |cluster, nodes| {
-            schedule_on(
-                &framework,
-                &pod,
-                cluster,
-                nodes,
-                nominated,
-                &self.rotation,
-                search,
-            )
+        let (this, fw, p, own_node) = (self.clone(), framework.clone(), pod.clone(), own.clone());
+        let attempt = self
+            .view
+            .attempt_off_runtime(&self.state.cache, move |cluster, nodes| {
+                let nominated = Nominated {
+                    others: &others,
+                    own: own_node.as_deref(),
+                };
+                let search = Search {
+                    percentage,
+                    start: Some(&this.search),
+                };
+                schedule_on(&fw, &p, cluster, nodes, nominated, &this.rotation, search)
+            })
+            .await;
+        let result = attempt.unwrap_or_else(|e| {
+            warn!(pod = %pod.key(), error = %e, "scheduling attempt panicked; the pod is retried");
+            Err(Failure::Error {
+                message: format!("scheduling attempt failed: {e}"),
+            })
         });
         match result {
             Ok(placement) => {
@@ -318,27 +335,49 @@ impl Standalone {
 /// Feeds unassigned pods of placer's profiles into the queue; pods deleted
 /// or bound (they leave the `spec.nodeName=` selector) leave it, including
 /// those that left while the watch was down (a relist drops every queued pod
-/// it no longer lists).
-async fn watch_unscheduled(client: Client, state: AppState, queue: Arc<SchedulingQueue>) {
+/// it no longer lists). Every pod it sees, of any scheduler, also goes to
+/// `pending` when set.
+async fn watch_unscheduled(
+    client: Client,
+    state: AppState,
+    queue: Arc<SchedulingQueue>,
+    pending: Option<PendingFeed>,
+) {
     let api: Api<Pod> = Api::all(client);
     let stream = watcher(api, watcher::Config::default().fields(UNASSIGNED_PODS)).default_backoff();
     futures::pin_mut!(stream);
     let mut relisted: HashSet<String> = HashSet::new();
+    let mut listed: Vec<PodInfo> = Vec::new();
     while let Some(event) = stream.next().await {
         match event {
             Ok(watcher::Event::Apply(p)) => {
-                offer(&state, &queue, &p);
+                let pod = offer(&state, &queue, &p);
+                if let Some(feed) = &pending {
+                    feed.applied(pod);
+                }
             }
             Ok(watcher::Event::InitApply(p)) => {
                 let pod = offer(&state, &queue, &p);
                 relisted.insert(pod.key());
+                if pending.is_some() {
+                    listed.push(pod);
+                }
             }
             Ok(watcher::Event::Delete(p)) => {
                 let pod = PodInfo::from(&p);
                 queue.delete(&pod.namespace, &pod.name);
+                if let Some(feed) = &pending {
+                    feed.deleted(&pod.namespace, &pod.name);
+                }
             }
-            Ok(watcher::Event::Init) => relisted.clear(),
+            Ok(watcher::Event::Init) => {
+                relisted.clear();
+                listed.clear();
+            }
             Ok(watcher::Event::InitDone) => {
+                if let Some(feed) = &pending {
+                    feed.listed(std::mem::take(&mut listed));
+                }
                 let dropped = queue.retain_only(&relisted);
                 if dropped > 0 {
                     info!(

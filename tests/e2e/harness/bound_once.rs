@@ -130,12 +130,25 @@ impl TestEnv {
         timeout: Duration,
     ) -> anyhow::Result<()> {
         let api: Api<Pod> = Api::namespaced(self.client().clone(), namespace);
-        api.delete_collection(
-            &DeleteParams::default().grace_period(grace),
-            &ListParams::default(),
-        )
-        .await
-        .with_context(|| format!("delete the pods of {namespace}"))?;
+        let params = DeleteParams::default().grace_period(grace);
+        // At 10,000 pods one DeleteCollection can outlast the API server's request timeout
+        // (60 s): the server cuts the response and goes on deleting. Asking again is safe (a
+        // deletion is idempotent) and covers what the first call had not reached.
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            match api.delete_collection(&params, &ListParams::default()).await {
+                Ok(_) => break,
+                Err(e) if tries < 3 => {
+                    eprintln!("delete the pods of {namespace}: {e}; asking again");
+                }
+                Err(e) => {
+                    return Err(e).with_context(|| {
+                        format!("delete the pods of {namespace} ({tries} tries)")
+                    });
+                }
+            }
+        }
         self.poll(
             &format!("the pods of {namespace} to be gone"),
             timeout,

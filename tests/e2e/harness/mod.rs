@@ -60,7 +60,8 @@ pub use scenario::{
 };
 pub use scheduler::{ExtenderConfig, Scheduler, SchedulerConfig, ScorePlugins};
 pub use standalone::{
-    FOREIGN_NODE_REASONS, NO_VICTIMS, NOT_HELPFUL, REPORTING_CONTROLLER, check_fit_error,
-    fit_error, shipped_leader_election_rules, shipped_standalone_rules, standalone_policy,
+    FOREIGN_NODE_REASONS, NO_VICTIMS, NOT_HELPFUL, REPORTING_CONTROLLER, both_policy,
+    check_fit_error, fit_error, shipped_leader_election_rules, shipped_standalone_rules,
+    standalone_policy,
 };
 pub use wait::SCHEDULING_TIMEOUT;

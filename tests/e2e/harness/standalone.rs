@@ -48,28 +48,50 @@ fn repo_file(relative: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(relative)
 }
 
-/// A policy whose only profile is the shipped standalone profile ([`SHIPPED_PROFILE`] in
-/// `policy.yaml`, plugins and args unchanged) renamed to `scheduler_name`.
-pub fn standalone_policy(scheduler_name: &str) -> anyhow::Result<String> {
+/// The shipped `policy.yaml` with its standalone profile ([`SHIPPED_PROFILE`], plugins and args
+/// unchanged) renamed to `scheduler_name`.
+fn shipped_policy_renamed(scheduler_name: &str) -> anyhow::Result<Value> {
     let path = repo_file("policy.yaml");
     let text =
         std::fs::read_to_string(&path).with_context(|| format!("read {}", path.display()))?;
-    let shipped: Value = serde_yaml_ng::from_str(&text)
+    let mut shipped: Value = serde_yaml_ng::from_str(&text)
         .with_context(|| format!("parse {} as YAML", path.display()))?;
-    let mut profile = shipped["profiles"]
-        .as_array()
+    let profile = shipped["profiles"]
+        .as_array_mut()
         .into_iter()
         .flatten()
         .find(|p| p["schedulerName"] == SHIPPED_PROFILE)
-        .cloned()
         .with_context(|| format!("{} has no profile {SHIPPED_PROFILE:?}", path.display()))?;
     profile["schedulerName"] = json!(scheduler_name);
+    Ok(shipped)
+}
+
+/// A policy whose only profile is the shipped standalone profile ([`SHIPPED_PROFILE`] in
+/// `policy.yaml`, plugins and args unchanged) renamed to `scheduler_name`.
+pub fn standalone_policy(scheduler_name: &str) -> anyhow::Result<String> {
+    let shipped = shipped_policy_renamed(scheduler_name)?;
+    let profile = shipped["profiles"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|p| p["schedulerName"] == scheduler_name)
+        .cloned()
+        .context("the renamed profile")?;
     let policy = json!({
         "apiVersion": shipped["apiVersion"],
         "kind": shipped["kind"],
         "profiles": [profile],
     });
     Ok(serde_yaml_ng::to_string(&policy)?)
+}
+
+/// The whole shipped policy for `--mode both`: the standalone profile renamed to
+/// `scheduler_name` schedules the test's pods, and the extender's default profile answers the
+/// verbs for pods of any other scheduler.
+pub fn both_policy(scheduler_name: &str) -> anyhow::Result<String> {
+    Ok(serde_yaml_ng::to_string(&shipped_policy_renamed(
+        scheduler_name,
+    )?)?)
 }
 
 /// The rules of the `kind` (`ClusterRole` or `Role`) named `name` in the shipped

@@ -1,4 +1,4 @@
-//! The five configurations a scale run compares, each started on the shared control plane with
+//! The six configurations a scale run compares, each started on the shared control plane with
 //! its own scheduler name, and what each exposes: processes, `/metrics`, its binding log line.
 
 use std::path::{Path, PathBuf};
@@ -12,7 +12,7 @@ use crate::harness::compare::{KubeSchedulerYaml, comparable_plugins};
 use crate::harness::probe::{free_port, http_get, wait_ready};
 use crate::harness::process::ChildProcess;
 use crate::harness::{
-    ExtenderConfig, Placer, Scheduler, SchedulerConfig, TestEnv, standalone_policy,
+    ExtenderConfig, Placer, Scheduler, SchedulerConfig, TestEnv, both_policy, standalone_policy,
 };
 
 /// kube-scheduler's `clientConnection` rate limit in every configuration (its default, qps 50,
@@ -34,15 +34,19 @@ pub enum Config {
     KubeComparable,
     /// e. stock kube-scheduler with the floor (a minimal extender) serving a snapshot.
     KubeWithFloor,
+    /// f. placer `--mode both`: (c)'s profile binds the pods while the same process answers
+    /// the extender verbs (shipped extender profile) to the test's probe (`probe`).
+    PlacerBoth,
 }
 
 impl Config {
-    pub const ALL: [Self; 5] = [
+    pub const ALL: [Self; 6] = [
         Self::KubeDefault,
         Self::KubeWithPlacer,
         Self::PlacerStandalone,
         Self::KubeComparable,
         Self::KubeWithFloor,
+        Self::PlacerBoth,
     ];
 
     /// The letter that selects it in `PLACER_SCALE_CONFIGS`.
@@ -53,6 +57,7 @@ impl Config {
             Self::PlacerStandalone => 'c',
             Self::KubeComparable => 'd',
             Self::KubeWithFloor => 'e',
+            Self::PlacerBoth => 'f',
         }
     }
 
@@ -63,6 +68,7 @@ impl Config {
             Self::PlacerStandalone => "placer standalone",
             Self::KubeComparable => "kube-scheduler, comparable plugins",
             Self::KubeWithFloor => "kube-scheduler + floor extender",
+            Self::PlacerBoth => "placer --mode both + extender probe",
         }
     }
 
@@ -70,8 +76,13 @@ impl Config {
     pub fn enforces_capability(self) -> bool {
         matches!(
             self,
-            Self::KubeWithPlacer | Self::PlacerStandalone | Self::KubeWithFloor
+            Self::KubeWithPlacer | Self::PlacerStandalone | Self::KubeWithFloor | Self::PlacerBoth
         )
+    }
+
+    /// Whether the test probes the extender verbs while the pods are scheduled.
+    pub fn probes_extender(self) -> bool {
+        self == Self::PlacerBoth
     }
 }
 
@@ -122,6 +133,11 @@ impl Running {
                 let placer = Placer::start_with(env, &policy, "placer", "standalone", &[]).await?;
                 running.placer = Some(placer);
             }
+            Config::PlacerBoth => {
+                let policy = both_policy(scheduler_name)?;
+                let placer = Placer::start_with(env, &policy, "placer", "both", &[]).await?;
+                running.placer = Some(placer);
+            }
             Config::KubeComparable => {
                 let yaml = KubeSchedulerYaml::new()
                     .profile(scheduler_name, &comparable_plugins())
@@ -163,6 +179,11 @@ impl Running {
             });
         }
         procs
+    }
+
+    /// placer's port, where it serves the extender verbs in (f).
+    pub fn placer_port(&self) -> Option<u16> {
+        self.placer.as_ref().map(Placer::port)
     }
 
     /// The log with one line per binding, and that line's text.

@@ -16,6 +16,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 
 use super::contenders::{Config, Proc, Running};
+use super::probe::{self, Probe, Samples};
 use super::workload::{self, NODE_MILLICPU, NODE_PODS, POD_MILLICPU, Size};
 use crate::harness::TestEnv;
 use crate::harness::bind_watch::{BindWatch, Bound};
@@ -74,6 +75,32 @@ pub struct Outcome {
     /// `/metrics` of kube-scheduler and placer before and after the run.
     pub metrics_before: (String, String),
     pub metrics_after: (String, String),
+    /// What configuration f's extender probe saw.
+    pub probe: Option<ProbeOutcome>,
+}
+
+/// The extender probe of one run (`probe`).
+pub struct ProbeOutcome {
+    /// Node names per `/filter`.
+    pub nodes: usize,
+    /// The baseline, probed after sync and before the first create, with placer's `/metrics`
+    /// before and after it; none for pre-created pods, which are scheduled from the start.
+    pub idle: Option<(Samples, (String, String))>,
+    /// From the first create (pre-created: from placer's readiness) to the last binding; the
+    /// run's own scrapes bracket it.
+    pub burst: Samples,
+}
+
+/// Starts the probe of `request` against `running`'s placer, for `limit` at most.
+fn start_probe(
+    running: &Running,
+    request: &Arc<probe::Request>,
+    limit: Duration,
+) -> anyhow::Result<Probe> {
+    let port = running
+        .placer_port()
+        .context("the probed configuration runs no placer")?;
+    Ok(Probe::start(port, request.clone(), limit))
 }
 
 /// Runs `workload` under `config` in a fresh namespace, checks every pod was bound exactly once
@@ -91,22 +118,59 @@ pub async fn run(setup: &Setup<'_>, config: Config, workload: Workload) -> anyho
     let mut watch = BindWatch::start(env.client(), &ns).await?;
     let infra_before = cpu_of(&setup.infra)?;
 
-    let (running, start, cpu_before, metrics_before) = match workload {
+    let probe_request = if config.probes_extender() {
+        Some(Arc::new(probe::Request::new(env, &ns, size).await?))
+    } else {
+        None
+    };
+    let (running, start, cpu_before, metrics_before, idle, probing) = match workload {
         Workload::Basic => {
             let running =
                 Running::start(env, config, &scheduler_name, setup.snapshot.as_deref()).await?;
+            let idle = match &probe_request {
+                Some(request) => {
+                    let before = running.scrape().await?.1;
+                    let samples = start_probe(&running, request, probe::IDLE)?
+                        .finish()
+                        .await?;
+                    Some((samples, (before, running.scrape().await?.1)))
+                }
+                None => None,
+            };
             let cpu_before = cpu_of(&running.processes())?;
             let metrics_before = running.scrape().await?;
             let start = Instant::now();
+            let probing = probe_request
+                .as_ref()
+                .map(|r| start_probe(&running, r, size.run_timeout()))
+                .transpose()?;
             workload::create_all(&api, pods).await?;
-            (running, Some(start), cpu_before, metrics_before)
+            (
+                running,
+                Some(start),
+                cpu_before,
+                metrics_before,
+                idle,
+                probing,
+            )
         }
         Workload::PreCreated => {
             workload::create_all(&api, pods).await?;
             let running =
                 Running::start(env, config, &scheduler_name, setup.snapshot.as_deref()).await?;
             let zeros = running.processes().iter().map(|p| (p.name, 0.0)).collect();
-            (running, None, zeros, (String::new(), String::new()))
+            let probing = probe_request
+                .as_ref()
+                .map(|r| start_probe(&running, r, size.run_timeout()))
+                .transpose()?;
+            (
+                running,
+                None,
+                zeros,
+                (String::new(), String::new()),
+                None,
+                probing,
+            )
         }
     };
     let sampler = RssSampler::start(&running.processes());
@@ -117,6 +181,11 @@ pub async fn run(setup: &Setup<'_>, config: Config, workload: Workload) -> anyho
             eprintln!("scale {ns}: recent logs:\n{}", env.log_tails(40));
             return Err(e.context(format!("run {ns}")));
         }
+    };
+    // Stopped at the last binding (seen by the watch).
+    let burst = match probing {
+        Some(p) => Some(p.stop().await?),
+        None => None,
     };
     let cpu_after = cpu_of(&running.processes())?;
     let infra_after = cpu_of(&setup.infra)?;
@@ -137,6 +206,20 @@ pub async fn run(setup: &Setup<'_>, config: Config, workload: Workload) -> anyho
         .map_or(Duration::ZERO, |last| last.duration_since(start));
 
     check(setup, config, &watch, &bindings)?;
+    let probe = match (burst, probe_request) {
+        (Some(burst), Some(request)) => {
+            if let Some((samples, _)) = &idle {
+                samples.check("idle")?;
+            }
+            burst.check("burst")?;
+            Some(ProbeOutcome {
+                nodes: request.nodes(),
+                idle,
+                burst,
+            })
+        }
+        _ => None,
+    };
     let (log, line) = running.binding_log()?;
     env.check_bound_once_in_log(&ns, size.pods, log, line)
         .await?;
@@ -160,6 +243,7 @@ pub async fn run(setup: &Setup<'_>, config: Config, workload: Workload) -> anyho
         memory,
         metrics_before,
         metrics_after,
+        probe,
     })
 }
 

@@ -1,9 +1,11 @@
 //! The tables a scale test prints (and writes to `PLACER_SCALE_OUT` when set): throughput and
-//! cost per run, then the latencies the schedulers report in their own `/metrics`.
+//! cost per run, then the latencies the schedulers report in their own `/metrics`, then what
+//! configuration f's extender probe saw.
 
 use std::fmt::Write as _;
 
 use super::measure::Outcome;
+use super::probe;
 use super::workload::Size;
 use crate::harness::prom::Histogram;
 
@@ -14,7 +16,25 @@ fn hist(o: &Outcome, placer: bool, name: &str, filter: &[(&str, &str)]) -> Histo
     } else {
         (&o.metrics_before.0, &o.metrics_after.0)
     };
+    between(before, after, name, filter)
+}
+
+/// A histogram's observations between two scrapes.
+fn between(before: &str, after: &str, name: &str, filter: &[(&str, &str)]) -> Histogram {
     Histogram::parse(after, name, filter).since(&Histogram::parse(before, name, filter))
+}
+
+/// placer's server-side time for `verb` between two scrapes, p50 / p90 / p99 ms.
+fn served(before: &str, after: &str, verb: &str) -> String {
+    quantiles(
+        &between(
+            before,
+            after,
+            "placer_request_duration_seconds",
+            &[("verb", verb)],
+        ),
+        &[0.5, 0.9, 0.99],
+    )
 }
 
 /// `p50/p90/p99` in ms, or `–` without observations.
@@ -140,5 +160,56 @@ pub fn render(size: Size, outcomes: &[Outcome]) -> String {
             quantiles(&hist(o, true, "placer_bind_duration_seconds", &[]), &q3),
         );
     }
+    probe_table(&mut out, outcomes);
     out
+}
+
+/// Configuration f's probe: client-side and server-side latencies, idle and during the burst.
+fn probe_table(out: &mut String, outcomes: &[Outcome]) {
+    let probed: Vec<_> = outcomes
+        .iter()
+        .filter_map(|o| Some((o, o.probe.as_ref()?)))
+        .collect();
+    let Some((_, first)) = probed.first() else {
+        return;
+    };
+    let _ = write!(
+        out,
+        "\nExtender probe of (f), ms: one /filter ({} node names) then /prioritize (the names \
+         kept) every {} ms; client-side p50 / p90 / p99 / max over loopback, and placer's \
+         placer_request_duration_seconds p50 / p90 / p99 over the same phase. idle: {} s after \
+         sync, before the first create; burst: to the last binding.\n\n\
+         | workload | phase | pairs | /filter client | /prioritize client | /filter server | \
+         /prioritize server | pods/s avg |\n\
+         | --- | --- | ---: | --- | --- | --- | --- | ---: |\n",
+        first.nodes,
+        probe::PERIOD.as_millis(),
+        probe::IDLE.as_secs(),
+    );
+    for (o, p) in probed {
+        if let Some((idle, (before, after))) = &p.idle {
+            let _ = writeln!(
+                out,
+                "| {} | idle | {} | {} | {} | {} | {} | – |",
+                o.workload.label(),
+                idle.prioritize.len(),
+                probe::quantiles(&idle.filter),
+                probe::quantiles(&idle.prioritize),
+                served(before, after, "filter"),
+                served(before, after, "prioritize"),
+            );
+        }
+        let (before, after) = (&o.metrics_before.1, &o.metrics_after.1);
+        let _ = writeln!(
+            out,
+            "| {} | burst | {} | {} | {} | {} | {} | {:.0} |",
+            o.workload.label(),
+            p.burst.prioritize.len(),
+            probe::quantiles(&p.burst.filter),
+            probe::quantiles(&p.burst.prioritize),
+            served(before, after, "filter"),
+            served(before, after, "prioritize"),
+            o.rate.0,
+        );
+    }
 }
