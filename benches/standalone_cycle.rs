@@ -13,19 +13,39 @@
 //! the previous attempt, then attempt on it. "sync, 1 assume" is the only
 //! time the loop now holds the cache's (read) lock.
 //! Prints the median and p90 of `PLACER_BENCH_ITERS` attempts (default 20)
-//! per case:
+//! per case.
+//!
+//! "scale" is shaped like the scale harness (`tests/e2e/scale/workload.rs`)
+//! at 5,000 nodes: nodes of 32 CPUs and 110 pods with its labels (three
+//! zones, `net` high / low / unset, hw-encrypt on every other node, the
+//! run label), 10,000 pods bound, the state set up as `serve` sets it up
+//! (zone dimensions, inline label slots), and the measured pods in turn:
+//! a `nodeSelector` on the run label, 100m / 128 MiB, every fourth
+//! latency-sensitive, every fifth asking for hardware encryption. Each
+//! attempt is the loop's: sync the view, schedule, assume the pod in the
+//! cache. "scale + heartbeats" first re-applies every node's record
+//! unchanged, as a status-only update (kwok's heartbeat, every 40-120 s per
+//! node) does: a minute into a run every node has had one since the view
+//! last copied it. Both
+//! print wall-clock p50 / p90 and the process's CPU time per attempt (all
+//! threads, rayon's included), over `PLACER_BENCH_SCALE_ITERS` attempts
+//! (default 400). `PLACER_BENCH_ONLY=scale` runs only those:
 //!
 //! ```text
 //! cargo bench --bench standalone_cycle
+//! PLACER_BENCH_ONLY=scale cargo bench --bench standalone_cycle
 //! ```
 
 use std::time::Instant;
 
+use std::sync::Arc;
+
 use placer::cache::{Cache, ClusterState};
+use placer::framework::Framework;
 use placer::framework::Nominating;
 use placer::modes::standalone::cycle::{Nominated, TieRotation, schedule_on, schedule_one};
 use placer::modes::standalone::sample::Search;
-use placer::modes::standalone::view::CycleView;
+use placer::modes::standalone::view::{CycleView, slot_selector_labels};
 use placer::objects::{NodeInfo, PodInfo, Resources};
 use placer::policy::{CompiledPolicy, load};
 
@@ -82,7 +102,12 @@ fn main() {
         std::process::exit(1);
     };
     let rotation = TieRotation::default();
+    let only = std::env::var("PLACER_BENCH_ONLY").ok();
     println!("case                   nodes    pods      p50         p90");
+    if only.as_deref() == Some("scale") {
+        scale(&policy, &framework);
+        return;
+    }
     for nodes in [500, 5_000] {
         let mut c = cluster(nodes);
         let cache = Cache::from_state(cluster(nodes));
@@ -147,6 +172,151 @@ fn main() {
         });
         report("sync, 1 assume", nodes, &synced);
     }
+    scale(&policy, &framework);
+}
+
+/// Nodes and bound pods of the "scale" cases.
+const SCALE_NODES: usize = 5_000;
+const SCALE_BOUND_PODS: usize = 10_000;
+/// The run label's value (the harness's run id).
+const RUN_ID: &str = "e2e-0123abcd";
+
+/// Node `i` of the scale harness, as `workload::node` labels it.
+fn scale_node(i: usize) -> NodeInfo {
+    let name = format!("{RUN_ID}-n{i:05}");
+    let zone = format!("{RUN_ID}-z{}", i % 3);
+    let mut labels = vec![
+        ("kubernetes.io/hostname", name.clone()),
+        ("kubernetes.io/os", "linux".into()),
+        ("kubernetes.io/arch", "amd64".into()),
+        ("e2e.placer.io/run", RUN_ID.into()),
+        ("topology.kubernetes.io/zone", zone),
+    ];
+    match i % 3 {
+        0 => labels.push(("net", "high".into())),
+        1 => labels.push(("net", "low".into())),
+        _ => {}
+    }
+    if i.is_multiple_of(2) {
+        labels.push(("node.kubernetes.io/hw-encrypt", "true".into()));
+    }
+    NodeInfo {
+        allocatable: Resources::from_list([("cpu", "32"), ("memory", "256Gi"), ("pods", "110")])
+            .unwrap_or_default(),
+        ..NodeInfo::new(&name, labels)
+    }
+}
+
+/// Measured pod `i` of the scale harness (`workload::pod`).
+fn scale_pod(i: usize) -> PodInfo {
+    let name = format!("p-{i:05}");
+    let mut labels = serde_json::Map::new();
+    if i.is_multiple_of(4) {
+        labels.insert("qos".into(), "latency-sensitive".into());
+    }
+    let mut annotations = serde_json::Map::new();
+    if i.is_multiple_of(5) {
+        annotations.insert("myorg.io/require-hw-encrypt".into(), "true".into());
+    }
+    let json = serde_json::json!({
+        "metadata": {"name": name, "namespace": RUN_ID, "uid": name,
+                     "labels": labels, "annotations": annotations},
+        "spec": {"schedulerName": "placer", "nodeSelector": {"e2e.placer.io/run": RUN_ID},
+                 "containers": [{"name": "c", "resources": {"requests":
+                     {"cpu": "100m", "memory": "128Mi"}}}]}
+    });
+    serde_json::from_value(json).unwrap_or_default()
+}
+
+/// The "scale" cases: the loop's attempt (sync, schedule, assume) on a
+/// cluster shaped like the scale harness's, without and with a heartbeat.
+fn scale(policy: &CompiledPolicy, framework: &Arc<Framework>) {
+    let iters: usize = std::env::var("PLACER_BENCH_SCALE_ITERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(400);
+    let mut state = ClusterState::with_dimensions(&policy.count_dimensions());
+    state.watch_labels(policy.node_label_keys().iter().map(String::as_str));
+    for i in 0..SCALE_NODES {
+        state.apply_node(scale_node(i));
+    }
+    for i in 0..SCALE_BOUND_PODS {
+        let mut p = scale_pod(100_000 + i);
+        p.node_name = Some(scale_node(i % SCALE_NODES).name);
+        state.apply_pod(p);
+    }
+    let cache = Cache::from_state(state);
+    let rotation = TieRotation::default();
+    let mut next_pod = 0;
+    for (case, heartbeats) in [("scale", false), ("scale + heartbeats", true)] {
+        let view = CycleView::default();
+        // The first attempt copies the whole state into the view.
+        view.attempt(&cache, |_, _| ());
+        if heartbeats {
+            let mut state = cache.write();
+            for i in 0..SCALE_NODES {
+                // Same record, new allocation: what a status-only update applies.
+                let _ = state.apply_node(scale_node(i));
+            }
+        }
+        // Decoded before the clock starts: the loop gets them from the watch.
+        let decoded: Vec<PodInfo> = (next_pod..next_pod + iters).map(scale_pod).collect();
+        let mut pods = decoded.into_iter();
+        next_pod += iters;
+        let cpu_before = process_cpu_seconds();
+        let wall_before = Instant::now();
+        let times = sample(iters, || {
+            let Some(p) = pods.next() else { return };
+            slot_selector_labels(&cache, &p);
+            let out = view.attempt(&cache, |cluster, all| {
+                schedule_on(
+                    framework,
+                    &p,
+                    cluster,
+                    all,
+                    Nominated::default(),
+                    &rotation,
+                    Search::ALL,
+                )
+            });
+            match out {
+                Ok(placed) => {
+                    let mut assumed = p;
+                    assumed.node_name = Some(placed.node);
+                    cache.write().apply_pod(assumed);
+                }
+                Err(f) => {
+                    eprintln!("{case}: pod {} did not fit: {}", p.name, f.message());
+                    std::process::exit(1);
+                }
+            }
+        });
+        let cpu = (process_cpu_seconds() - cpu_before) / iters as f64;
+        let wall = wall_before.elapsed().as_secs_f64() / iters as f64;
+        let at = |q: f64| times[((times.len() - 1) as f64 * q) as usize] * 1e3;
+        println!(
+            "{case:<20} {SCALE_NODES:>7} {SCALE_BOUND_PODS:>7} {:>9.3} ms {:>9.3} ms   \
+             CPU {:.3} ms / attempt (wall {:.3} ms, {iters} attempts)",
+            at(0.5),
+            at(0.9),
+            cpu * 1e3,
+            wall * 1e3,
+        );
+    }
+}
+
+/// CPU time of the whole process so far (every thread), in seconds.
+fn process_cpu_seconds() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime only writes the timespec it is handed, which we own.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return f64::NAN;
+    }
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
 }
 
 /// Times `iters` runs of `f`; a closure returning a duration reports that instead.

@@ -9,7 +9,10 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::objects::NodeInfo;
-use crate::objects::inputs::{INPUT_SLOTS, LabelSlot, NodeInputs};
+use crate::objects::inputs::{INPUT_SLOTS, LabelSlot, NodeInputs, WantedLabel};
+
+/// Slots pods' node selectors leave free, for keys a reloaded policy declares.
+const SLOTS_KEPT_FOR_POLICY: usize = 2;
 
 /// Values interned per key at most; more distinct values (a key such as
 /// `kubernetes.io/hostname` on a huge cluster) are read by string instead.
@@ -46,6 +49,21 @@ impl LabelSlots {
         self.values.get(slot.index as usize)?.get(value).copied()
     }
 
+    /// `key=value` as a node's inline table answers it, if `key` has a slot.
+    pub fn wanted(&self, key: &str, value: &str) -> Option<WantedLabel> {
+        let slot = self.slot(key)?;
+        Some(WantedLabel {
+            slot,
+            id: self.id(slot, value),
+        })
+    }
+
+    /// Whether a pod's node selector naming `key` would give it a slot:
+    /// it has none, and one is free beyond those kept for the policy.
+    pub fn takes_selector_key(&self, key: &str) -> bool {
+        self.keys.len() + SLOTS_KEPT_FOR_POLICY < INPUT_SLOTS && !self.keys.iter().any(|k| k == key)
+    }
+
     /// Identifies the content: slots and values are only ever added, so two
     /// copies of one growing table with the same stamp are equal.
     pub fn stamp(&self) -> (u32, usize, usize) {
@@ -59,9 +77,23 @@ impl LabelSlots {
     /// Gives slots to the keys in `keys` that have none (while slots last).
     /// True when a slot was added: every node must then be recomputed.
     pub fn add_keys<'a>(&mut self, keys: impl IntoIterator<Item = &'a str>) -> bool {
+        self.add_keys_up_to(keys, INPUT_SLOTS)
+    }
+
+    /// [`LabelSlots::add_keys`] for the keys of pods' node selectors, which
+    /// leave [`SLOTS_KEPT_FOR_POLICY`] slots free.
+    pub fn add_selector_keys<'a>(&mut self, keys: impl IntoIterator<Item = &'a str>) -> bool {
+        self.add_keys_up_to(keys, INPUT_SLOTS - SLOTS_KEPT_FOR_POLICY)
+    }
+
+    fn add_keys_up_to<'a>(
+        &mut self,
+        keys: impl IntoIterator<Item = &'a str>,
+        limit: usize,
+    ) -> bool {
         let mut added = false;
         for key in keys {
-            if self.keys.len() < INPUT_SLOTS && !self.keys.iter().any(|k| k == key) {
+            if self.keys.len() < limit && !self.keys.iter().any(|k| k == key) {
                 self.keys.push(key.to_string());
                 self.values.push(HashMap::default());
                 added = true;
@@ -130,6 +162,27 @@ mod tests {
         slots.add_keys(["pool"]);
         let zone = slots.slot("zone").unwrap();
         assert_eq!(a.inputs.get(zone), NodeLabel::Unknown);
+    }
+
+    #[test]
+    fn selector_keys_leave_slots_for_the_policy() {
+        let mut slots = LabelSlots::default();
+        slots.add_keys(["zone"]);
+        assert!(slots.takes_selector_key("run"));
+        assert!(!slots.takes_selector_key("zone"), "already slotted");
+        let keys: Vec<String> = (0..INPUT_SLOTS).map(|i| format!("s{i}")).collect();
+        assert!(slots.add_selector_keys(keys.iter().map(String::as_str)));
+        let taken = INPUT_SLOTS - SLOTS_KEPT_FOR_POLICY;
+        assert!(slots.slot(&keys[taken - 2]).is_some());
+        assert_eq!(slots.slot(&keys[taken - 1]), None, "kept for the policy");
+        assert!(!slots.takes_selector_key("other"));
+        assert!(slots.add_keys(["net"]), "a policy key still gets one");
+        let mut a = NodeInfo::new("a", [("s0", "x")]);
+        slots.assign(&mut a);
+        let wanted = slots.wanted("s0", "x").unwrap();
+        assert_eq!(wanted.carried_by(&a.inputs), Some(true));
+        assert_eq!(slots.wanted("s0", "y").unwrap().id, None);
+        assert_eq!(slots.wanted("unslotted", "x"), None);
     }
 
     #[test]

@@ -132,10 +132,7 @@ fn copy_node(view: &mut ClusterState, shared: &ClusterState, name: &str) -> bool
         view.delete_pod(&namespace, &pod);
     }
     let record_changed = match (shared.node(name), view.node(name)) {
-        (Some(n), v) if v.is_none_or(|v| !Arc::ptr_eq(v, n)) => {
-            view.apply_shared_node(n.clone());
-            true
-        }
+        (Some(n), v) if v.is_none_or(|v| !Arc::ptr_eq(v, n)) => view.apply_shared_node(n.clone()),
         (None, Some(_)) => {
             view.delete_node(name);
             true
@@ -272,6 +269,34 @@ mod tests {
         assert_eq!(r.nodes_by_name().len(), 3, "a new node is listed");
         shared.replace_pods(vec![pod("s", "a", "1")]);
         assert!(r.sync(&shared).full, "a relist is copied whole");
+        assert_eq!(observed(r.state()), observed(&shared));
+    }
+
+    #[test]
+    fn a_heartbeat_then_an_assume_keeps_the_node_list() {
+        let mut shared = ClusterState::with_dimensions(&[dim()]);
+        shared.apply_node(node("a", "z1"));
+        shared.apply_node(node("b", "z2"));
+        let mut r = Replica::default();
+        r.sync(&shared);
+        let listed = r.nodes_by_name();
+        let stored = shared.node("a").unwrap().clone();
+        // A status-only update decodes to an equal record in a new allocation.
+        assert!(
+            !shared.apply_node(node("a", "z1")),
+            "nothing placer keeps changed"
+        );
+        assert!(
+            Arc::ptr_eq(&stored, shared.node("a").unwrap()),
+            "the stored record stays"
+        );
+        shared.apply_pod(pod("p", "a", "1"));
+        let stats = r.sync(&shared);
+        assert_eq!(stats.nodes, 1);
+        assert!(
+            Arc::ptr_eq(&listed, &r.nodes_by_name()),
+            "the node list was rebuilt for an unchanged record"
+        );
         assert_eq!(observed(r.state()), observed(&shared));
     }
 

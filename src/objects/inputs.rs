@@ -13,7 +13,9 @@
 //! [`NodeLabel::Unknown`] and plugins fall back to the string lookup.
 
 /// Label values kept inline per node; keys beyond this are read by string.
-pub const INPUT_SLOTS: usize = 7;
+/// The policy's keys come first; pods' node selectors take the rest (see
+/// [`crate::cache::node_inputs`]), less a few kept for a policy reload.
+pub const INPUT_SLOTS: usize = 8;
 
 /// No such label on the node.
 const ABSENT: u32 = u32::MAX;
@@ -55,6 +57,28 @@ pub enum NodeLabel {
     Absent,
     /// Not known from the table: look the label up by string.
     Unknown,
+}
+
+/// One `key=value` a pod asks of every node (a node selector pair, a
+/// capability): the key's slot and the value's id, looked up once per pod.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WantedLabel {
+    /// The key's slot.
+    pub slot: LabelSlot,
+    /// The value's id; `None` when no node the cache interned carries it.
+    pub id: Option<u32>,
+}
+
+impl WantedLabel {
+    /// Whether `inputs` carry the value: `Some` when the inline table
+    /// answers, `None` when the label must be read by string.
+    pub fn carried_by(self, inputs: &NodeInputs) -> Option<bool> {
+        match inputs.get(self.slot) {
+            NodeLabel::Value(id) => Some(Some(id) == self.id),
+            NodeLabel::Absent => Some(false),
+            NodeLabel::Unknown => None,
+        }
+    }
 }
 
 impl NodeInputs {
@@ -110,5 +134,18 @@ mod tests {
             "another generation's slot"
         );
         assert_eq!(NodeInputs::default().get(slot(0)), NodeLabel::Unknown);
+        let wanted = |index, id| WantedLabel {
+            slot: slot(index),
+            id,
+        };
+        assert_eq!(wanted(0, Some(5)).carried_by(&t), Some(true));
+        assert_eq!(wanted(0, Some(6)).carried_by(&t), Some(false));
+        assert_eq!(
+            wanted(0, None).carried_by(&t),
+            Some(false),
+            "value no node has"
+        );
+        assert_eq!(wanted(2, Some(5)).carried_by(&t), Some(false), "absent");
+        assert_eq!(wanted(1, Some(5)).carried_by(&t), None, "read by string");
     }
 }

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cache::ClusterState;
 use crate::framework::{CycleState, FilterPlugin, PreFilterPlugin, Status};
-use crate::objects::inputs::{LabelSlot, NodeLabel};
+use crate::objects::inputs::WantedLabel;
 use crate::objects::{NodeInfo, PodInfo};
 use crate::plugins::fields::NonEmpty;
 
@@ -101,12 +101,9 @@ pub struct CapabilityFilter {
 }
 
 /// The rules the current pod activates (written in PreFilter): index, and
-/// the slot of the rule's label with the id of the required value when the
-/// cache interns that label (`None` id: no node carries the value).
-struct ActiveRules(Vec<(usize, RuleSlot)>);
-
-/// A rule's label slot and the id of its required value, if interned.
-type RuleSlot = Option<(LabelSlot, Option<u32>)>;
+/// the rule's label and value as the cache's inline tables answer them,
+/// when the cache interns that label.
+struct ActiveRules(Vec<(usize, Option<WantedLabel>)>);
 
 impl CapabilityFilter {
     /// Builds the plugin from its arguments.
@@ -122,15 +119,10 @@ crate::plugin!(CapabilityFilter, NAME, [pre_filter, filter]);
 impl CapabilityFilter {
     /// Whether `node` has the rule's label value: by interned id when the
     /// node's inline table knows the label, else by string.
-    fn satisfies(rule: &CapabilityRule, slot: RuleSlot, node: &NodeInfo) -> bool {
-        if let Some((slot, wanted)) = slot {
-            match node.inputs.get(slot) {
-                NodeLabel::Value(id) => return Some(id) == wanted,
-                NodeLabel::Absent => return false,
-                NodeLabel::Unknown => {}
-            }
-        }
-        node.label(&rule.node_label) == Some(rule.node_value.as_str())
+    fn satisfies(rule: &CapabilityRule, wanted: Option<WantedLabel>, node: &NodeInfo) -> bool {
+        wanted
+            .and_then(|w| w.carried_by(&node.inputs))
+            .unwrap_or_else(|| node.label(&rule.node_label) == Some(rule.node_value.as_str()))
     }
 }
 
@@ -142,10 +134,7 @@ impl PreFilterPlugin for CapabilityFilter {
             .iter()
             .enumerate()
             .filter(|(_, r)| pod.annotations.get(r.pod_annotation.as_str()) == Some(&r.pod_value))
-            .map(|(i, r)| {
-                let slot = slots.slot(&r.node_label);
-                (i, slot.map(|s| (s, slots.id(s, &r.node_value))))
-            })
+            .map(|(i, r)| (i, slots.wanted(&r.node_label, &r.node_value)))
             .collect();
         if active.is_empty() {
             return Status::skip("pod requests no capability");
@@ -163,7 +152,7 @@ impl FilterPlugin for CapabilityFilter {
         };
         let mut missing = active
             .iter()
-            .filter(|&&(i, slot)| !Self::satisfies(&self.rules[i], slot, node))
+            .filter(|&&(i, wanted)| !Self::satisfies(&self.rules[i], wanted, node))
             .map(|&(i, _)| &self.rules[i]);
         let Some(first) = missing.next() else {
             return Status::success();

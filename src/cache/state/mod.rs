@@ -71,8 +71,10 @@ impl NodeUsage {
 pub struct ClusterState {
     nodes: HashMap<String, Arc<NodeInfo>, foldhash::fast::RandomState>,
     pods: HashMap<String, PodInfo>,
-    pods_by_node: HashMap<String, HashSet<String>>,
-    usage: HashMap<String, NodeUsage>,
+    pods_by_node: HashMap<String, HashSet<String>, foldhash::fast::RandomState>,
+    /// Looked up by node name per node and plugin in every attempt (Filter
+    /// and Score of NodeResourcesFit, NodePorts): a fast hash, as `nodes`.
+    usage: HashMap<String, NodeUsage, foldhash::fast::RandomState>,
     zones: ZoneIndex,
     /// Which labels are interned inline in every node record.
     label_slots: LabelSlots,
@@ -204,9 +206,22 @@ impl ClusterState {
     /// Keeps the values of label `keys` inline in every node record from now
     /// on (the keys the policy's plugins read; earlier keys keep their slots).
     pub fn watch_labels<'a>(&mut self, keys: impl IntoIterator<Item = &'a str>) {
-        if !self.label_slots.add_keys(keys) {
-            return;
+        if self.label_slots.add_keys(keys) {
+            self.reassign_label_inputs();
         }
+    }
+
+    /// [`watch_labels`](Self::watch_labels) for the keys of a pod's node
+    /// selector, while slots beyond those kept for the policy last
+    /// ([`LabelSlots::takes_selector_key`]). Each new key costs one pass over
+    /// the nodes (and a full copy for replicas), once.
+    pub fn watch_selector_labels<'a>(&mut self, keys: impl IntoIterator<Item = &'a str>) {
+        if self.label_slots.add_selector_keys(keys) {
+            self.reassign_label_inputs();
+        }
+    }
+
+    fn reassign_label_inputs(&mut self) {
         for node in self.nodes.values_mut() {
             self.label_slots.assign(Arc::make_mut(node));
         }
@@ -247,11 +262,16 @@ impl ClusterState {
     /// inline label inputs the state it comes from filled (a replica takes
     /// the same `Arc`, and that state's label slots with it).
     pub fn apply_shared_node(&mut self, new: Arc<NodeInfo>) -> bool {
-        let name = new.name.clone();
-        let old = self.nodes.insert(name.clone(), new.clone());
-        if old.as_deref() == Some(&*new) {
+        // An equal record (a heartbeat: only status fields placer does not
+        // keep changed) leaves the stored one in place. Swapping in the new
+        // allocation would make a replica sharing the old one see a changed
+        // record the next time the node's pods change, and rebuild its node
+        // list for nothing.
+        if self.nodes.get(&new.name).is_some_and(|old| **old == *new) {
             return false;
         }
+        let name = new.name.clone();
+        let old = self.nodes.insert(name.clone(), new.clone());
         self.generations.touch_node(&name);
         let Some(keys) = self.pods_by_node.get(&name) else {
             return true;

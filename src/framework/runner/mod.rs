@@ -33,7 +33,9 @@ pub use score::{PluginScores, ScoreTable};
 
 /// Below this many nodes the per-node work is cheaper than handing it to
 /// another thread: on 2 cores rayon did not pay at 5,000 nodes (~0.08 µs per
-/// node and plugin after the label-store change; see docs/benchmarks.md).
+/// node and plugin after the label-store change; the scale-shaped standalone
+/// cycle, measured again: 20-70 % more CPU per attempt, no faster; see
+/// docs/benchmarks.md).
 const PARALLEL_MIN_NODES: usize = 16_384;
 
 /// Highest score the extender protocol allows (`MaxExtenderPriority`).

@@ -21,7 +21,7 @@ use super::preempt::Evictor;
 use super::queue::{PreEnqueue, QueueTimings, SchedulingQueue};
 use super::report::Reporter;
 use super::sample::{NodeSearch, Search};
-use super::view::CycleView;
+use super::view::{CycleView, slot_selector_labels};
 use crate::cache::Cache;
 use crate::explain::Diagnoses;
 use crate::explain::pending::PendingFeed;
@@ -176,6 +176,7 @@ impl Standalone {
         let others = nominator.ahead_of(&pod);
         let percentage = policy.percentage_of_nodes_to_score(&pod.scheduler_name);
         drop(policy);
+        slot_selector_labels(&self.state.cache, &pod);
         let (this, fw, p, own_node) = (self.clone(), framework.clone(), pod.clone(), own.clone());
         let attempt = self
             .view

@@ -14,7 +14,8 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::cache::{Cache, ClusterState, Replica, SyncStats};
-use crate::objects::NodeInfo;
+use crate::objects::{NodeInfo, PodInfo};
+use crate::plugins::node_affinity::RequiredNodeAffinity;
 
 /// The replica, used by one attempt at a time.
 #[derive(Debug, Default)]
@@ -61,6 +62,24 @@ impl CycleView {
     /// Nodes re-copied and full copies made so far.
     pub fn copies(&self) -> (u64, u64) {
         self.replica.lock().copies()
+    }
+}
+
+/// Gives the keys of the pod's node selector inline label slots in the cache
+/// the first time a pod names them (while slots last), so that NodeAffinity
+/// compares ids on every node instead of strings. Most pods of a workload
+/// select on the same few keys; a new key costs one pass over the nodes and
+/// one full copy of the cycle's view.
+pub fn slot_selector_labels(cache: &Cache, pod: &PodInfo) {
+    let new: Vec<&str> = {
+        let state = cache.read();
+        let slots = state.label_slots();
+        RequiredNodeAffinity::selector_keys(pod)
+            .filter(|k| slots.takes_selector_key(k))
+            .collect()
+    };
+    if !new.is_empty() {
+        cache.write().watch_selector_labels(new);
     }
 }
 
@@ -244,5 +263,34 @@ mod tests {
             (2, 1),
             "nodes a and c re-copied, one full copy"
         );
+    }
+
+    #[test]
+    fn a_node_selector_key_gets_a_slot_once() {
+        let mut state = ClusterState::default();
+        state.apply_node(NodeInfo::new("a", [("run", "r1")]));
+        let cache = Cache::from_state(state);
+        let pod: PodInfo = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p", "namespace": "ns"},
+            "spec": {"nodeSelector": {"run": "r1"}}
+        }))
+        .unwrap();
+        slot_selector_labels(&cache, &pod);
+        let wanted = cache.read().label_slots().wanted("run", "r1");
+        let node = cache.read().node("a").unwrap().clone();
+        assert_eq!(
+            wanted.and_then(|w| w.carried_by(&node.inputs)),
+            Some(true),
+            "the node carries the value by id"
+        );
+        let written = cache.generation();
+        slot_selector_labels(&cache, &pod);
+        assert_eq!(
+            cache.generation(),
+            written,
+            "a known key takes no write lock"
+        );
+        slot_selector_labels(&cache, &PodInfo::default());
+        assert_eq!(cache.generation(), written, "no selector, nothing to do");
     }
 }

@@ -123,12 +123,13 @@ struct PreScoreState(PreferredTerms);
 crate::plugin!(NodeAffinity, NAME, [pre_filter, filter, pre_score, score]);
 
 impl PreFilterPlugin for NodeAffinity {
-    fn pre_filter(&self, state: &mut CycleState, pod: &PodInfo, _: &ClusterState) -> Status {
+    fn pre_filter(&self, state: &mut CycleState, pod: &PodInfo, cluster: &ClusterState) -> Status {
         let required = required_selector(pod);
         if required.is_none() && pod.spec.node_selector.is_empty() {
             return Status::skip("pod has no node selector or required node affinity");
         }
-        state.write(PreFilterState(RequiredNodeAffinity::new(pod)));
+        let affinity = RequiredNodeAffinity::new(pod).with_label_ids(cluster.label_slots());
+        state.write(PreFilterState(affinity));
         if required
             .and_then(required_node_names)
             .is_some_and(|n| n.is_empty())

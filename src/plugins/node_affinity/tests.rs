@@ -346,6 +346,54 @@ fn required_affinity_is_reusable() {
 }
 
 #[test]
+fn node_selector_by_inline_ids_gives_the_string_verdicts() {
+    let mut c = ClusterState::default();
+    c.watch_labels(["zone"]);
+    c.watch_selector_labels(["run"]);
+    let labelled: [&[(&str, &str)]; 5] = [
+        &[("run", "r1"), ("zone", "a")],
+        &[("run", "r2"), ("zone", "a")],
+        &[("zone", "a")],
+        &[("run", "r1"), ("zone", "b"), ("disk", "ssd")],
+        &[],
+    ];
+    for (i, labels) in labelled.iter().enumerate() {
+        c.apply_node(node(&format!("n{i}"), labels));
+    }
+    let mut nodes: Vec<NodeInfo> = (0..labelled.len())
+        .map(|i| (**c.node(&format!("n{i}")).unwrap()).clone())
+        .collect();
+    // Nodes the cache did not fill (a request's own `Nodes`) read by string.
+    nodes.extend(labelled.iter().map(|l| node("uncached", l)));
+    let selectors = [
+        json!({"run": "r1"}),
+        json!({"run": "r1", "zone": "a"}),
+        json!({"run": "r9"}),
+        json!({"zone": "b", "disk": "ssd"}),
+        json!({"disk": "hdd", "run": "r1"}),
+    ];
+    let mut answers = std::collections::HashSet::new();
+    for selector in selectors {
+        let p = pod(json!({ "nodeSelector": selector }));
+        let by_string = RequiredNodeAffinity::new(&p);
+        let by_id = RequiredNodeAffinity::new(&p).with_label_ids(c.label_slots());
+        assert_ne!(by_id, by_string, "{selector}: some pair read by id");
+        for n in &nodes {
+            let verdict = by_string.matches(n);
+            assert_eq!(by_id.matches(n), verdict, "{selector} on {n:?}");
+            assert_eq!(fits_in(&p, n, &c), verdict, "{selector} on {n:?}: the plugin");
+            answers.insert(verdict);
+        }
+    }
+    assert_eq!(answers.len(), 2, "both verdicts occur");
+}
+
+/// [`fits`] in cluster `c` (PreFilter reads its label slots).
+fn fits_in(pod: &PodInfo, node: &NodeInfo, c: &ClusterState) -> bool {
+    test_support::filter(&NodeAffinity, pod, node, c).is_success()
+}
+
+#[test]
 fn args_reject_added_affinity() {
     assert!(serde_yaml_ng::from_str::<NodeAffinityArgs>("{}").is_ok());
     let e = serde_yaml_ng::from_str::<NodeAffinityArgs>("addedAffinity: {}").unwrap_err();

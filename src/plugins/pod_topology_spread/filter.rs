@@ -38,7 +38,7 @@ impl PreFilterPlugin for PodTopologySpread {
             return Status::skip("pod has no DoNotSchedule topology spread constraints");
         }
         let k = constraints.len();
-        let required = RequiredNodeAffinity::new(pod);
+        let required = RequiredNodeAffinity::new(pod).with_label_ids(cluster.label_slots());
         let mut counts: Vec<HashMap<String, i64>> = vec![HashMap::new(); k];
         // Nodes with every topology key; per node and constraint, the domain
         // its pods count in (`None`: excluded by the inclusion policies).

@@ -96,7 +96,7 @@ impl PreScorePlugin for PodTopologySpread {
 
         // Every node with every key (plus candidates the cache does not know)
         // contributes its pods to its domain, if the inclusion policies let it.
-        let required = RequiredNodeAffinity::new(pod);
+        let required = RequiredNodeAffinity::new(pod).with_label_ids(cluster.label_slots());
         let mut rows: HashMap<&str, usize> = HashMap::new();
         let mut names: Vec<&str> = Vec::new();
         let mut domains: Vec<Option<&str>> = Vec::new();
