@@ -225,12 +225,14 @@ fn sort_by_name<N: FilteredNode>(nodes: &mut [N]) {
 /// order is the byte order of those bytes (a shorter string pads with zeros,
 /// and an equal integer leaves the decision to the whole strings).
 fn next_bytes(s: &str, at: usize) -> u64 {
+    let tail = s.as_bytes().get(at..).unwrap_or_default();
+    // A fixed-size read when 8 bytes are there: a copy of a variable length
+    // is a `memcpy` call per comparison.
+    if let Some(word) = tail.first_chunk::<8>() {
+        return u64::from_be_bytes(*word);
+    }
     let mut word = [0u8; 8];
-    // Byte by byte: a copy of a variable length would be a `memcpy` call.
-    for (w, b) in word
-        .iter_mut()
-        .zip(s.as_bytes().get(at..).unwrap_or_default())
-    {
+    for (w, b) in word.iter_mut().zip(tail) {
         *w = *b;
     }
     u64::from_be_bytes(word)
