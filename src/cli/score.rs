@@ -41,7 +41,7 @@ pub fn score(args: &ScoreArgs) -> anyhow::Result<()> {
     let requested: Vec<_> = nodes
         .into_iter()
         .map(|n| {
-            let node = state.node(&n).cloned();
+            let node = state.node(&n).map(|n| &**n);
             (n, node)
         })
         .collect();

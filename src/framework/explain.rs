@@ -2,7 +2,6 @@
 //! `POST /explain` and `placer score`, and its text-table rendering.
 
 use std::fmt::Write as _;
-use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -116,7 +115,7 @@ impl FilterRow {
 pub fn explain(
     framework: &Framework,
     pod: &PodInfo,
-    nodes: &[(String, Option<Arc<NodeInfo>>)],
+    nodes: &[(String, Option<&NodeInfo>)],
     cluster: &ClusterState,
 ) -> Explanation {
     let mut state = CycleState::new();
@@ -150,10 +149,7 @@ pub fn explain(
         .collect();
 
     let feasible: Vec<usize> = (0..rows.len()).filter(|&i| rows[i].feasible).collect();
-    let feasible_nodes: Vec<Arc<NodeInfo>> = feasible
-        .iter()
-        .filter_map(|&i| nodes[i].1.clone())
-        .collect();
+    let feasible_nodes: Vec<&NodeInfo> = feasible.iter().filter_map(|&i| nodes[i].1).collect();
     let mut explanation = Explanation {
         pod: pod.key(),
         profile: framework.profile().to_string(),

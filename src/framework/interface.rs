@@ -251,7 +251,7 @@ pub trait PreScorePlugin: Plugin {
         &self,
         state: &mut CycleState,
         pod: &PodInfo,
-        nodes: &[Arc<NodeInfo>],
+        nodes: &[&NodeInfo],
         cluster: &ClusterState,
     ) -> Status;
 }

@@ -109,7 +109,7 @@ impl PreScorePlugin for NetQos {
         &self,
         state: &mut CycleState,
         pod: &PodInfo,
-        _: &[Arc<NodeInfo>],
+        _: &[&NodeInfo],
         cluster: &ClusterState,
     ) -> Status {
         if pod.labels.get(self.args.pod_label.as_str()) != Some(&self.args.pod_value) {

@@ -13,8 +13,6 @@
 //! deferred (`InPlacePodVerticalScalingSchedulerPreemption`), which needs pod
 //! status placer does not keep.
 
-use std::sync::Arc;
-
 use k8s_openapi::api::core::v1::Toleration;
 use serde::{Deserialize, Serialize};
 
@@ -71,7 +69,7 @@ impl PreScorePlugin for TaintToleration {
         &self,
         state: &mut CycleState,
         pod: &PodInfo,
-        _: &[Arc<NodeInfo>],
+        _: &[&NodeInfo],
         _: &ClusterState,
     ) -> Status {
         let tolerations = pod
@@ -113,6 +111,8 @@ impl ScorePlugin for TaintToleration {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
     use crate::framework::Code;
     use crate::plugins::helper::{toleration_tolerates, tolerations_tolerate};

@@ -242,7 +242,8 @@ pub(crate) fn score<P: PreScorePlugin + ScorePlugin>(
     cluster: &ClusterState,
 ) -> (Status, Vec<NodeScore>) {
     let mut state = CycleState::new();
-    let s = plugin.pre_score(&mut state, pod, nodes, cluster);
+    let refs: Vec<&NodeInfo> = nodes.iter().map(|n| &**n).collect();
+    let s = plugin.pre_score(&mut state, pod, &refs, cluster);
     if s.code() != Code::Success {
         return (s, Vec::new());
     }

@@ -154,7 +154,7 @@ impl PreScorePlugin for ZoneSpread {
         &self,
         state: &mut CycleState,
         pod: &PodInfo,
-        _: &[Arc<NodeInfo>],
+        _: &[&NodeInfo],
         cluster: &ClusterState,
     ) -> Status {
         let counts = cluster
@@ -323,7 +323,7 @@ mod tests {
         let plugin = ZoneSpread::new(&a);
         let mut state = CycleState::new();
         let p = pod("new", "", 0);
-        plugin.pre_score(&mut state, &p, &nodes, &c);
+        plugin.pre_score(&mut state, &p, &[&*nodes[3]], &c);
         let s = plugin.score(&state, &p, &nodes[3], &c).unwrap();
         assert_eq!(s.score, 0);
         assert!(

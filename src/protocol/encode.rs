@@ -31,7 +31,8 @@ fn push_escaped(out: &mut Vec<u8>, s: &str) {
     let needs_escape = |b: u8| b < 0x20 || b == b'"' || b == b'\\';
     let bytes = s.as_bytes();
     // Names and messages almost never need escaping: one scan, one copy.
-    if !bytes.iter().any(|&b| needs_escape(b)) {
+    // The scan has no early exit, so it runs many bytes per instruction.
+    if !bytes.iter().fold(false, |any, &b| any | needs_escape(b)) {
         out.extend_from_slice(bytes);
         return;
     }
@@ -115,17 +116,6 @@ pub fn priorities<'a, 'b: 'a>(
     out.push(b']');
 }
 
-/// Where a filtered node goes in the answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Placement {
-    /// Passed: listed in `NodeNames` (or `Nodes.items`).
-    Passed,
-    /// In `FailedNodes` (preemption may help).
-    Failed,
-    /// In `FailedAndUnresolvableNodes`.
-    Unresolvable,
-}
-
 /// One requested node of a `/filter` answer.
 pub trait FilteredNode {
     /// The name, as requested.
@@ -134,8 +124,6 @@ pub trait FilteredNode {
     fn push_name(&self, out: &mut Vec<u8>) {
         push_str(out, self.name());
     }
-    /// Which part of the answer it goes to.
-    fn placement(&self) -> Placement;
     /// The raw node object (full-node requests only).
     fn raw(&self) -> Option<&str>;
     /// Appends the failure message as a JSON string (failed nodes only).
@@ -154,14 +142,21 @@ pub enum Listing<'a> {
     },
 }
 
-/// Writes an `ExtenderFilterResult` with an empty `Error`.
-pub fn filter_result<N: FilteredNode>(out: &mut Vec<u8>, nodes: &[N], listing: Listing<'_>) {
-    let passed = || nodes.iter().filter(|n| n.placement() == Placement::Passed);
+/// Writes an `ExtenderFilterResult` with an empty `Error`: `passed` in
+/// request order, `failed` (`FailedNodes`, preemption may help) and
+/// `unresolvable` (`FailedAndUnresolvableNodes`) sorted here by name.
+pub fn filter_result<N: FilteredNode>(
+    out: &mut Vec<u8>,
+    passed: &[N],
+    failed: &mut [N],
+    unresolvable: &mut [N],
+    listing: Listing<'_>,
+) {
     out.extend_from_slice(b"{\"Nodes\":");
     match listing {
         Listing::Names => {
             out.extend_from_slice(b"null,\"NodeNames\":[");
-            for (i, n) in passed().enumerate() {
+            for (i, n) in passed.iter().enumerate() {
                 if i > 0 {
                     out.push(b',');
                 }
@@ -173,7 +168,7 @@ pub fn filter_result<N: FilteredNode>(out: &mut Vec<u8>, nodes: &[N], listing: L
             out.extend_from_slice(b"{\"metadata\":");
             out.extend_from_slice(metadata.unwrap_or("null").as_bytes());
             out.extend_from_slice(b",\"items\":[");
-            for (i, raw) in passed().filter_map(|n| n.raw()).enumerate() {
+            for (i, raw) in passed.iter().filter_map(|n| n.raw()).enumerate() {
                 if i > 0 {
                     out.push(b',');
                 }
@@ -182,20 +177,13 @@ pub fn filter_result<N: FilteredNode>(out: &mut Vec<u8>, nodes: &[N], listing: L
             out.extend_from_slice(b"]},\"NodeNames\":null");
         }
     }
-    for (key, placement) in [
-        (&b",\"FailedNodes\":{"[..], Placement::Failed),
-        (
-            b"},\"FailedAndUnresolvableNodes\":{",
-            Placement::Unresolvable,
-        ),
+    for (key, nodes) in [
+        (&b",\"FailedNodes\":{"[..], failed),
+        (b"},\"FailedAndUnresolvableNodes\":{", unresolvable),
     ] {
         out.extend_from_slice(key);
-        let mut failed: Vec<&N> = nodes
-            .iter()
-            .filter(|n| n.placement() == placement)
-            .collect();
-        failed.sort_unstable_by(|a, b| a.name().cmp(b.name()));
-        for (i, n) in failed.into_iter().enumerate() {
+        sort_by_name(nodes);
+        for (i, n) in nodes.iter().enumerate() {
             if i > 0 {
                 out.push(b',');
             }
@@ -205,6 +193,49 @@ pub fn filter_result<N: FilteredNode>(out: &mut Vec<u8>, nodes: &[N], listing: L
         }
     }
     out.extend_from_slice(b"},\"Error\":\"\"}");
+}
+
+/// Sorts `nodes` by name, as Go sorts map keys (byte order). Node names
+/// share long prefixes (`ip-10-0-…`), so comparing them byte by byte spends
+/// most of its time on the prefix: the comparison first looks at the 8 bytes
+/// after the prefix all of them share, as one integer, and only compares
+/// whole names when those are equal.
+fn sort_by_name<N: FilteredNode>(nodes: &mut [N]) {
+    let Some((first, rest)) = nodes.split_first() else {
+        return;
+    };
+    let first = first.name().as_bytes();
+    let shared = rest.iter().fold(first.len(), |len, n| {
+        let name = n.name().as_bytes();
+        first[..len]
+            .iter()
+            .zip(name)
+            .take_while(|(a, b)| a == b)
+            .count()
+    });
+    nodes.sort_unstable_by(|a, b| {
+        let (a, b) = (a.name(), b.name());
+        next_bytes(a, shared)
+            .cmp(&next_bytes(b, shared))
+            .then_with(|| a.cmp(b))
+    });
+}
+
+/// The 8 bytes of `s` from `at`, zero-padded, as a big-endian integer: its
+/// order is the byte order of those bytes (a shorter string pads with zeros,
+/// and an equal integer leaves the decision to the whole strings).
+fn next_bytes(s: &str, at: usize) -> u64 {
+    let tail = s.as_bytes().get(at..).unwrap_or_default();
+    // A fixed-size read when 8 bytes are there: a copy of a variable length
+    // is a `memcpy` call per comparison.
+    if let Some(word) = tail.first_chunk::<8>() {
+        return u64::from_be_bytes(*word);
+    }
+    let mut word = [0u8; 8];
+    for (w, b) in word.iter_mut().zip(tail) {
+        *w = *b;
+    }
+    u64::from_be_bytes(word)
 }
 
 #[cfg(test)]
@@ -258,16 +289,52 @@ mod tests {
         assert_eq!(out, b"[]");
     }
 
-    struct N(&'static str, Placement, Option<&'static str>);
+    struct Named(String);
+    impl FilteredNode for Named {
+        fn name(&self) -> &str {
+            &self.0
+        }
+        fn raw(&self) -> Option<&str> {
+            None
+        }
+        fn push_message(&self, _: &mut Vec<u8>) {}
+    }
+
+    #[test]
+    fn names_sort_in_byte_order_whatever_they_share() {
+        let cases: [&[&str]; 5] = [
+            &[
+                "ip-10-0-19-136.us-east-1.compute.internal",
+                "ip-10-0-1-36.us-east-1.compute.internal",
+                "ip-10-0-1-3.us-east-1.compute.internal",
+                "ip-10-0-19-13.us-east-1.compute.internal",
+                "ip-10-0-1",
+                "ip-10-0-1\u{0}",
+                "ip-10-0-1-36.us-east-1.compute.internal",
+                "ip-10-0-19-136.us-east-1.compute.internalx",
+            ],
+            &["b", "a", "", "ab", "aa", "a\u{0}", "ü", "z"],
+            &["same", "same"],
+            &["one"],
+            &[],
+        ];
+        for names in cases {
+            let mut nodes: Vec<Named> = names.iter().map(|n| Named(n.to_string())).collect();
+            sort_by_name(&mut nodes);
+            let mut expected: Vec<&str> = names.to_vec();
+            expected.sort_unstable();
+            let got: Vec<&str> = nodes.iter().map(|n| n.0.as_str()).collect();
+            assert_eq!(got, expected);
+        }
+    }
+
+    struct N(&'static str, Option<&'static str>);
     impl FilteredNode for N {
         fn name(&self) -> &str {
             self.0
         }
-        fn placement(&self) -> Placement {
-            self.1
-        }
         fn raw(&self) -> Option<&str> {
-            self.2
+            self.1
         }
         fn push_message(&self, out: &mut Vec<u8>) {
             push_str(out, "no \"hw\"");
@@ -276,15 +343,20 @@ mod tests {
 
     #[test]
     fn filter_results_match_serde_json_of_the_same_answer() {
-        let nodes = [
-            N("a", Placement::Passed, Some(r#"{"metadata":{"name":"a"}}"#)),
-            N("b", Placement::Failed, None),
-            N("c2", Placement::Unresolvable, None),
-            N("c1", Placement::Unresolvable, None),
-            N("d", Placement::Passed, Some(r#"{"metadata":{"name":"d"}}"#)),
+        let passed = [
+            N("a", Some(r#"{"metadata":{"name":"a"}}"#)),
+            N("d", Some(r#"{"metadata":{"name":"d"}}"#)),
         ];
+        let mut failed = [N("b", None)];
+        let mut unresolvable = [N("c2", None), N("c1", None)];
         let mut out = Vec::new();
-        filter_result(&mut out, &nodes, Listing::Names);
+        filter_result(
+            &mut out,
+            &passed,
+            &mut failed,
+            &mut unresolvable,
+            Listing::Names,
+        );
         let expected = ExtenderFilterResult {
             nodes: None,
             node_names: Some(vec!["a".into(), "d".into()]),
@@ -303,7 +375,9 @@ mod tests {
         let mut out = Vec::new();
         filter_result(
             &mut out,
-            &nodes,
+            &passed,
+            &mut failed,
+            &mut unresolvable,
             Listing::Full {
                 metadata: Some("{}"),
             },

@@ -21,6 +21,7 @@ use crate::objects::workload::{
     ReplicaSetSelector, ReplicationControllerSelector, ServiceSelector, StatefulSetSelector,
 };
 use crate::objects::{DisruptionBudget, NodeInfo, PodInfo, Resources};
+use node_table::NodeTable;
 
 /// What the pods assigned to one node take from it.
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -69,7 +70,7 @@ impl NodeUsage {
 /// [`Generations`] kept here.
 #[derive(Debug, Default, Clone)]
 pub struct ClusterState {
-    nodes: HashMap<String, Arc<NodeInfo>, foldhash::fast::RandomState>,
+    nodes: NodeTable,
     pods: HashMap<String, PodInfo>,
     pods_by_node: HashMap<String, HashSet<String>, foldhash::fast::RandomState>,
     /// Looked up by node name per node and plugin in every attempt (Filter
@@ -105,6 +106,18 @@ impl ClusterState {
     /// The node called `name`.
     pub fn node(&self, name: &str) -> Option<&Arc<NodeInfo>> {
         self.nodes.get(name)
+    }
+
+    /// The node called `name` with its index: distinct from every other
+    /// node's in this state and below [`ClusterState::node_index_bound`], for
+    /// per-request bitsets over nodes.
+    pub fn node_indexed(&self, name: &str) -> Option<(usize, &Arc<NodeInfo>)> {
+        self.nodes.get_indexed(name)
+    }
+
+    /// Every node's index (see [`ClusterState::node_indexed`]) is below this.
+    pub fn node_index_bound(&self) -> usize {
+        self.nodes.index_bound()
     }
 
     /// Every node, in no particular order.
@@ -475,5 +488,6 @@ fn pod_key(namespace: &str, name: &str) -> String {
     format!("{namespace}/{name}")
 }
 
+mod node_table;
 #[cfg(test)]
 mod tests;

@@ -1,11 +1,10 @@
 //! PreFilter, Filter and PostFilter.
 
 use std::ops::ControlFlow;
-use std::sync::Arc;
 
 use rayon::prelude::*;
 
-use super::{ExtensionPoint, Framework, PARALLEL_MIN_NODES, PluginError};
+use super::{ExtensionPoint, Framework, NodeRef, PARALLEL_MIN_NODES, PluginError};
 use crate::cache::ClusterState;
 use crate::framework::interface::{Diagnosis, Nominating, PostFilterResult};
 use crate::framework::{Code, CycleState, PreFilterResult, Reason, Status};
@@ -187,24 +186,55 @@ impl Framework {
     }
 
     /// The first rejecting status of every node (`None` = fits), in node order.
-    ///
-    /// Runs plugin by plugin over the nodes still feasible (the same verdicts
-    /// as node by node, since each node stops at its first rejection), so each
-    /// plugin's time is measured once per request, in parallel when the
-    /// request is large.
-    pub fn filter_nodes(
+    pub fn filter_nodes<N: NodeRef>(
         &self,
         state: &CycleState,
         pre: &PreFilterResult,
         pod: &PodInfo,
-        nodes: &[Arc<NodeInfo>],
+        nodes: &[N],
         cluster: &ClusterState,
     ) -> Vec<Option<Status>> {
+        let mut verdicts: Vec<Option<Status>> = vec![None; nodes.len()];
+        self.filter_nodes_each(state, pre, pod, nodes, cluster, |i, s| {
+            verdicts[i] = Some(s)
+        });
+        verdicts
+    }
+
+    /// The verdicts of [`Framework::filter_nodes`] as calls of `reject`
+    /// (node index, first rejecting status), once per rejected node, instead
+    /// of a slot per node: a caller that only lists the rejections (extender
+    /// `/filter`) keeps a few statuses, not 5,000 mostly empty ones.
+    ///
+    /// Runs plugin by plugin over the nodes still feasible (the same verdicts
+    /// as node by node, since each node stops at its first rejection), so each
+    /// plugin's time is measured once per request, in parallel when the
+    /// request is large. The calls come in that order: PreFilter's ruled-out
+    /// nodes, then each plugin's rejections, each group in node order.
+    pub fn filter_nodes_each<N: NodeRef>(
+        &self,
+        state: &CycleState,
+        pre: &PreFilterResult,
+        pod: &PodInfo,
+        nodes: &[N],
+        cluster: &ClusterState,
+        mut reject: impl FnMut(usize, Status),
+    ) {
         if let Some(rejection) = &pre.rejection {
-            return vec![Some(rejection.clone()); nodes.len()];
+            for i in 0..nodes.len() {
+                reject(i, rejection.clone());
+            }
+            return;
         }
-        let mut verdicts: Vec<Option<Status>> =
-            nodes.iter().map(|n| pre.ruled_out(&n.name)).collect();
+        let mut fits = vec![true; nodes.len()];
+        if pre.node_names.is_some() {
+            for (i, n) in nodes.iter().enumerate() {
+                if let Some(s) = pre.ruled_out(&n.name) {
+                    fits[i] = false;
+                    reject(i, s);
+                }
+            }
+        }
         for wp in &self.plugins {
             let Some(p) = wp.plugin.as_filter() else {
                 continue;
@@ -213,32 +243,40 @@ impl Framework {
                 continue;
             }
             self.timed(p.name(), ExtensionPoint::Filter, || {
-                let one = |(v, n): (&mut Option<Status>, &Arc<NodeInfo>)| {
-                    if v.is_none() {
-                        let s = p.filter(state, pod, n, cluster);
-                        if !s.is_success() {
-                            *v = Some(s.with_plugin(p.name()));
-                        }
-                    }
+                let one = |i: usize| {
+                    let s = p.filter(state, pod, &nodes[i], cluster);
+                    (!s.is_success()).then(|| s.with_plugin(p.name()))
                 };
                 if nodes.len() >= PARALLEL_MIN_NODES {
-                    verdicts.par_iter_mut().zip(nodes.par_iter()).for_each(one);
+                    let rejected: Vec<(usize, Status)> = (0..nodes.len())
+                        .into_par_iter()
+                        .filter(|&i| fits[i])
+                        .filter_map(|i| Some((i, one(i)?)))
+                        .collect();
+                    for (i, s) in rejected {
+                        fits[i] = false;
+                        reject(i, s);
+                    }
                 } else {
-                    verdicts.iter_mut().zip(nodes.iter()).for_each(one);
+                    for (i, fit) in fits.iter_mut().enumerate() {
+                        if *fit && let Some(s) = one(i) {
+                            *fit = false;
+                            reject(i, s);
+                        }
+                    }
                 }
             });
         }
-        verdicts
     }
 
     /// PreFilter and Filter of one scheduling attempt over `nodes` on a fresh
     /// cycle state (kube-scheduler's `findNodesThatFitPod`): the cycle state,
     /// the PreFilter result and each node's first rejection. An `Error` from
     /// any plugin fails the attempt.
-    pub fn find_feasible(
+    pub fn find_feasible<N: NodeRef>(
         &self,
         pod: &PodInfo,
-        nodes: &[Arc<NodeInfo>],
+        nodes: &[N],
         cluster: &ClusterState,
     ) -> Result<Filtered, PluginError> {
         let mut state = CycleState::new();

@@ -1,14 +1,14 @@
 //! PreScore, Score and NormalizeScore, and the weighted sum of design §6.
 
-use std::sync::Arc;
-
 use rayon::prelude::*;
 
-use super::{ExtensionPoint, Framework, MAX_EXTENDER_SCORE, PARALLEL_MIN_NODES, PluginError};
+use super::{
+    ExtensionPoint, Framework, MAX_EXTENDER_SCORE, NodeRef, PARALLEL_MIN_NODES, PluginError,
+};
 use crate::cache::ClusterState;
 use crate::framework::interface::{MAX_NODE_SCORE, MIN_NODE_SCORE, NodeScore};
 use crate::framework::{Code, CycleState, Status};
-use crate::objects::{NodeInfo, PodInfo};
+use crate::objects::PodInfo;
 
 /// The scores of every score plugin for the nodes of one request.
 #[derive(Debug, Default)]
@@ -30,7 +30,7 @@ pub struct PluginScores {
     pub weight: i64,
     /// Set when the plugin was skipped for this pod (then `scores` is empty).
     pub skipped: Option<Status>,
-    /// Per node, in request order.
+    /// Per node, in request order; empty after [`Framework::score_totals`].
     pub scores: Vec<NodeScore>,
 }
 
@@ -54,25 +54,61 @@ impl ScoreTable {
     }
 }
 
+/// What a score run keeps of each plugin's per-node scores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Keep {
+    /// Every plugin's scores (explanations, standalone events).
+    PerPlugin,
+    /// Only the weighted totals: one buffer serves every plugin in turn
+    /// (extender `/prioritize`, on every scheduling cycle).
+    TotalsOnly,
+}
+
 impl Framework {
     /// Runs PreScore, Score and NormalizeScore over `nodes`, clamps every
     /// score to 0..=100 and sums them with their weights. An `Error` status
     /// from any plugin aborts scoring.
-    pub fn score(
+    pub fn score<N: NodeRef>(
         &self,
         state: &mut CycleState,
         pod: &PodInfo,
-        nodes: &[Arc<NodeInfo>],
+        nodes: &[N],
         cluster: &ClusterState,
     ) -> Result<ScoreTable, Status> {
+        self.run_score(state, pod, nodes, cluster, Keep::PerPlugin)
+    }
+
+    /// [`Framework::score`] keeping only the totals (and which plugins were
+    /// skipped): every `PluginScores::scores` is left empty, so a request
+    /// allocates one score buffer instead of one per plugin.
+    pub fn score_totals<N: NodeRef>(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        nodes: &[N],
+        cluster: &ClusterState,
+    ) -> Result<ScoreTable, Status> {
+        self.run_score(state, pod, nodes, cluster, Keep::TotalsOnly)
+    }
+
+    fn run_score<N: NodeRef>(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        nodes: &[N],
+        cluster: &ClusterState,
+        keep: Keep,
+    ) -> Result<ScoreTable, Status> {
         let mut skipped: Vec<(&'static str, Status)> = Vec::new();
+        let mut refs = None;
         for wp in &self.plugins {
             let Some(p) = wp.plugin.as_pre_score() else {
                 continue;
             };
+            let refs = refs.get_or_insert_with(|| N::as_refs(nodes));
             let status = self
                 .timed(p.name(), ExtensionPoint::PreScore, || {
-                    p.pre_score(state, pod, nodes, cluster)
+                    p.pre_score(state, pod, refs, cluster)
                 })
                 .with_plugin(p.name());
             match status.code() {
@@ -81,11 +117,13 @@ impl Framework {
                 _ => return Err(status),
             }
         }
+        drop(refs);
         let state = &*state;
         let mut table = ScoreTable {
             totals: vec![0; nodes.len()],
             ..Default::default()
         };
+        let mut scratch: Vec<NodeScore> = Vec::new();
         for wp in &self.plugins {
             let Some(p) = wp.plugin.as_score() else {
                 continue;
@@ -99,16 +137,25 @@ impl Framework {
                 });
                 continue;
             }
-            let one = |n: &Arc<NodeInfo>| {
+            let one = |n: &N| {
                 p.score(state, pod, n, cluster)
                     .map_err(|s| s.with_plugin(p.name()))
             };
-            let mut scores: Vec<NodeScore> = self.timed(p.name(), ExtensionPoint::Score, || {
+            let mut scores = match keep {
+                Keep::PerPlugin => Vec::new(),
+                Keep::TotalsOnly => std::mem::take(&mut scratch),
+            };
+            self.timed(p.name(), ExtensionPoint::Score, || {
+                scores.clear();
                 if nodes.len() >= PARALLEL_MIN_NODES {
-                    nodes.par_iter().map(one).collect::<Result<_, _>>()
+                    scores = nodes.par_iter().map(one).collect::<Result<_, _>>()?;
                 } else {
-                    nodes.iter().map(one).collect::<Result<_, _>>()
+                    scores.reserve_exact(nodes.len());
+                    for n in nodes {
+                        scores.push(one(n)?);
+                    }
                 }
+                Ok::<_, Status>(())
             })?;
             let status = self.timed(p.name(), ExtensionPoint::NormalizeScore, || {
                 p.normalize(state, pod, &mut scores)
@@ -121,6 +168,13 @@ impl Framework {
                 *total += wp.weight * s.score;
             }
             table.weight_sum += wp.weight;
+            let scores = match keep {
+                Keep::PerPlugin => scores,
+                Keep::TotalsOnly => {
+                    scratch = scores;
+                    Vec::new()
+                }
+            };
             table.plugins.push(PluginScores {
                 name: p.name(),
                 weight: wp.weight,
@@ -134,11 +188,11 @@ impl Framework {
     /// [`Framework::score`] for a scheduling attempt: a failure is a
     /// [`PluginError`]. It keeps the Score wording for PreScore and
     /// NormalizeScore errors too, as standalone events have always said.
-    pub fn score_attempt(
+    pub fn score_attempt<N: NodeRef>(
         &self,
         state: &mut CycleState,
         pod: &PodInfo,
-        nodes: &[Arc<NodeInfo>],
+        nodes: &[N],
         cluster: &ClusterState,
     ) -> Result<ScoreTable, PluginError> {
         self.score(state, pod, nodes, cluster)

@@ -32,7 +32,7 @@ impl PreScorePlugin for Fixed {
         &self,
         _: &mut CycleState,
         _: &PodInfo,
-        _: &[Arc<NodeInfo>],
+        _: &[&NodeInfo],
         _: &ClusterState,
     ) -> Status {
         if self.skip {
@@ -167,6 +167,105 @@ fn filter_reports_first_failure_with_plugin_name_in_parallel_too() {
     let s = out[7].as_ref().unwrap();
     assert_eq!(s.plugin(), "RejectB");
     assert_eq!(s.code(), Code::UnschedulableAndUnresolvable);
+}
+
+/// Rejects the nodes whose name starts with its own name.
+struct Prefix(&'static str);
+impl Plugin for Prefix {
+    fn name(&self) -> &'static str {
+        self.0
+    }
+    fn as_filter(&self) -> Option<&dyn FilterPlugin> {
+        Some(self)
+    }
+}
+impl FilterPlugin for Prefix {
+    fn filter(&self, _: &CycleState, _: &PodInfo, n: &NodeInfo, _: &ClusterState) -> Status {
+        if n.name.starts_with(self.0) {
+            Status::unschedulable("prefix")
+        } else {
+            Status::success()
+        }
+    }
+}
+
+#[test]
+fn filter_nodes_each_reports_every_rejected_node_once_with_its_first_rejection() {
+    let f = fw(vec![
+        (Arc::new(Prefix("a")), 1),
+        (Arc::new(Prefix("ab")), 1),
+    ]);
+    for n in [5, PARALLEL_MIN_NODES + 5] {
+        let names: Vec<String> = (0..n)
+            .map(|i| match i % 5 {
+                1 => format!("ab{i}"),
+                2 => format!("a{i}"),
+                _ => format!("x{i}"),
+            })
+            .collect();
+        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        let ns = nodes(&refs);
+        let (state, pre, pod, cluster) = (
+            CycleState::new(),
+            PreFilterResult::default(),
+            PodInfo::default(),
+            ClusterState::default(),
+        );
+        let mut calls: Vec<(usize, &'static str)> = Vec::new();
+        f.filter_nodes_each(&state, &pre, &pod, &ns, &cluster, |i, s| {
+            calls.push((i, s.plugin()))
+        });
+        let expected: Vec<(usize, &'static str)> = (0..n)
+            .filter(|i| matches!(i % 5, 1 | 2))
+            .map(|i| (i, "a"))
+            .collect();
+        assert_eq!(
+            calls, expected,
+            "{n} nodes: once each, by the first plugin, in order"
+        );
+        // The borrowed form gives the same verdicts as the shared one.
+        let borrowed: Vec<&NodeInfo> = ns.iter().map(|n| &**n).collect();
+        let verdicts = f.filter_nodes(&state, &pre, &pod, &borrowed, &cluster);
+        let rejected: Vec<(usize, &'static str)> = verdicts
+            .iter()
+            .enumerate()
+            .filter_map(|(i, v)| Some((i, v.as_ref()?.plugin())))
+            .collect();
+        assert_eq!(rejected, expected);
+    }
+}
+
+#[test]
+fn score_totals_are_the_full_tables_totals_without_per_plugin_scores() {
+    let f = fw(vec![
+        fixed("A", |n| if n == "a" { 100 } else { 250 }, false, 2),
+        fixed("S", |_| 100, true, 5),
+        fixed("B", |n| if n == "a" { -5 } else { 25 }, false, 1),
+    ]);
+    let full = score(&f, &["a", "b"]);
+    let shared = nodes(&["a", "b"]);
+    let borrowed: Vec<&NodeInfo> = shared.iter().map(|n| &**n).collect();
+    let (pod, cluster) = (PodInfo::default(), ClusterState::default());
+    let totals = f
+        .score_totals(&mut CycleState::new(), &pod, &borrowed, &cluster)
+        .unwrap();
+    assert_eq!(totals.totals, full.totals);
+    assert_eq!(totals.totals, vec![200, 225]);
+    assert_eq!(totals.weight_sum, full.weight_sum);
+    let summary = |t: &ScoreTable| -> Vec<(&'static str, bool)> {
+        t.plugins
+            .iter()
+            .map(|p| (p.name, p.skipped.is_some()))
+            .collect()
+    };
+    assert_eq!(summary(&totals), summary(&full));
+    assert!(totals.plugins.iter().all(|p| p.scores.is_empty()));
+    assert!(
+        full.plugins
+            .iter()
+            .filter(|p| p.skipped.is_none())
+            .all(|p| p.scores.len() == 2)
+    );
 }
 
 /// Records every observation, for the timing tests.

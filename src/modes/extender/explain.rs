@@ -46,13 +46,12 @@ pub async fn explain(
 /// Explains the request.
 pub fn evaluate(state: &ExtenderState, args: ExtenderArgsRef<'_>) -> Result<Explanation, ApiError> {
     let policy = state.policy.load();
+    let req = request::decode(args)?;
     let cluster = state.cache.read();
-    let req = request::decode(args, &cluster)?;
+    let resolved = req.resolve(&cluster);
     let framework = request::profile_for(&policy, &req.pod).map_err(ApiError::bad_request)?;
-    let nodes: Vec<_> = req
-        .nodes
-        .into_iter()
-        .map(|r| (r.name.into_owned(), r.node))
+    let nodes: Vec<_> = request::with_positions(&resolved.nodes)
+        .map(|(r, at)| (r.name.to_string(), at.map(|k| resolved.known[k])))
         .collect();
     Ok(explain_pod(&framework, &req.pod, &nodes, &cluster))
 }

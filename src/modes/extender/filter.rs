@@ -4,12 +4,12 @@ use axum::extract::State;
 use axum::response::Response;
 
 use crate::framework::{Code, CycleState, NODE_NOT_FOUND, Reason, Status};
-use crate::protocol::encode::{self, FilteredNode, Listing, Placement};
+use crate::protocol::encode::{self, FilteredNode, Listing};
 use crate::protocol::{ExtenderArgsRef, ExtenderFilterResult};
 
 use super::body::{RawBody, decode_args_and_run};
 use super::error::{ApiError, NOT_SYNCED};
-use super::request::{self, Requested, Shape};
+use super::request::{self, Requested, Resolved, Shape};
 use super::retry::NODE_CACHE;
 use super::{ExtenderState, answer, json_bytes};
 
@@ -42,42 +42,36 @@ impl Answer {
     }
 }
 
-/// A requested node with its verdict (`None`: it fits).
-struct Filtered<'r, 'a> {
-    node: &'r Requested<'a>,
-    verdict: Option<Verdict>,
+/// A requested node with its place in the answer.
+struct Filtered<'r, 'q> {
+    node: &'r Requested<'q>,
+    why: Why<'r>,
 }
 
-/// Why a node does not fit.
-enum Verdict {
+/// Whether a node fits, and if not, why.
+#[derive(Clone, Copy)]
+enum Why<'r> {
+    /// It fits.
+    Passed,
     /// Not in the cache.
     NotFound,
     /// A plugin rejected it.
-    Rejected(Status),
+    Rejected(&'r Status),
 }
 
 impl FilteredNode for Filtered<'_, '_> {
     fn name(&self) -> &str {
-        &self.node.name
+        self.node.name
     }
     fn push_name(&self, out: &mut Vec<u8>) {
-        encode::push_request_str(out, &self.node.name);
-    }
-    fn placement(&self) -> Placement {
-        match &self.verdict {
-            None => Placement::Passed,
-            Some(Verdict::Rejected(s)) if s.code() == Code::UnschedulableAndUnresolvable => {
-                Placement::Unresolvable
-            }
-            Some(_) => Placement::Failed,
-        }
+        encode::push_request_str(out, self.node.name);
     }
     fn raw(&self) -> Option<&str> {
         self.node.raw.map(|r| r.get())
     }
     fn push_message(&self, out: &mut Vec<u8>) {
-        match &self.verdict {
-            Some(Verdict::Rejected(s)) => {
+        match self.why {
+            Why::Rejected(s) => {
                 encode::push_joined(out, s.reasons().iter().map(Reason::as_str), ", ")
             }
             _ => encode::push_str(out, NODE_NOT_FOUND),
@@ -91,64 +85,80 @@ pub fn respond(state: &ExtenderState, args: ExtenderArgsRef<'_>) -> Result<Answe
         return Ok(Answer::error(NOT_SYNCED));
     }
     let policy = state.policy.load();
+    let req = request::decode(args)?;
     let cluster = state.cache.read();
     // Read under the lock: changes reported later are newer than this view.
     let seen_seq = state.cache.changes().seq();
-    let req = request::decode(args, &cluster)?;
-    state.metrics.observe_nodes("filter", req.nodes.len());
+    let Resolved { nodes, known } = req.resolve(&cluster);
+    state.metrics.observe_nodes("filter", nodes.len());
     let framework = match request::profile_for(&policy, &req.pod) {
         Ok(f) => f,
         Err(message) => return Ok(Answer::error(message)),
     };
-    let known = req.known_nodes();
     let mut cycle = CycleState::new();
     let pre = framework.pre_filter(&mut cycle, &req.pod, &cluster);
-    let verdicts = framework.filter_nodes(&cycle, &pre, &req.pod, &known, &cluster);
+    let mut rejections: Vec<(usize, Status)> = Vec::new();
+    framework.filter_nodes_each(&cycle, &pre, &req.pod, &known, &cluster, |i, s| {
+        rejections.push((i, s))
+    });
+    drop(known);
     drop(cluster);
-
-    let mut verdicts = verdicts.into_iter();
-    let mut rejecting: Vec<&'static str> = Vec::new();
-    let mut filtered = Vec::with_capacity(req.nodes.len());
-    for r in &req.nodes {
-        let verdict = match r.node {
-            None => Some((NODE_CACHE, Verdict::NotFound)),
-            Some(_) => verdicts
-                .next()
-                .flatten()
-                .map(|s| (s.plugin(), Verdict::Rejected(s))),
-        };
-        if let Some((plugin, verdict)) = &verdict {
-            if !rejecting.contains(plugin) {
-                rejecting.push(plugin);
-            }
-            if let Verdict::Rejected(s) = verdict
-                && s.code() == Code::Error
-            {
-                // An error is shown alone, so it names its plugin.
-                return Ok(Answer::error(s.attributed_message()));
-            }
-        }
-        filtered.push(Filtered {
-            node: r,
-            verdict: verdict.map(|(_, v)| v),
-        });
+    // They come plugin by plugin; the answer walks the nodes in order.
+    rejections.sort_unstable_by_key(|&(i, _)| i);
+    if let Some((_, s)) = rejections.iter().find(|(_, s)| s.code() == Code::Error) {
+        // An error is shown alone, so it names its plugin.
+        return Ok(Answer::error(s.attributed_message()));
     }
-    let any_passed = filtered.iter().any(|f| f.verdict.is_none());
-    let mut out = Vec::with_capacity(64 + filtered.len() * 64);
+
+    let mut rejecting: Vec<&'static str> = Vec::new();
+    let mut passed = Vec::with_capacity(nodes.len().saturating_sub(rejections.len()));
+    let (mut failed, mut unresolvable) = (Vec::new(), Vec::new());
+    let mut rejected = rejections.iter().peekable();
+    for (node, at) in request::with_positions(&nodes) {
+        let why = match at {
+            None => Why::NotFound,
+            Some(k) => match rejected.next_if(|(i, _)| *i == k) {
+                Some((_, s)) => Why::Rejected(s),
+                None => {
+                    passed.push(Filtered {
+                        node,
+                        why: Why::Passed,
+                    });
+                    continue;
+                }
+            },
+        };
+        let plugin = match why {
+            Why::Rejected(s) => s.plugin(),
+            _ => NODE_CACHE,
+        };
+        if !rejecting.contains(&plugin) {
+            rejecting.push(plugin);
+        }
+        let entry = Filtered { node, why };
+        match why {
+            Why::Rejected(s) if s.code() == Code::UnschedulableAndUnresolvable => {
+                unresolvable.push(entry)
+            }
+            _ => failed.push(entry),
+        }
+    }
+    let any_passed = !passed.is_empty();
+    let mut out = Vec::with_capacity(64 + nodes.len() * 64);
     let listing = match req.shape {
         Shape::Names => Listing::Names,
         Shape::Full { metadata } => Listing::Full {
             metadata: metadata.map(|m| m.get()),
         },
     };
-    encode::filter_result(&mut out, &filtered, listing);
-    drop(filtered);
+    encode::filter_result(&mut out, &passed, &mut failed, &mut unresolvable, listing);
+    let count = nodes.len();
     if let Some(retry) = &state.retry {
         // Both shapes list every passing node's name.
         if any_passed {
             retry.unpark(&req.pod.uid);
         } else {
-            retry.park(&state.cache, req.pod, rejecting, req.nodes.len(), seen_seq);
+            retry.park(&state.cache, req.pod, rejecting, count, seen_seq);
         }
     }
     Ok(Answer::Encoded(out))

@@ -9,7 +9,7 @@ use crate::protocol::encode;
 
 use super::body::{RawBody, decode_args_and_run};
 use super::error::ApiError;
-use super::request;
+use super::request::{self, Resolved};
 use super::{ExtenderState, json_bytes};
 
 /// The handler.
@@ -30,28 +30,21 @@ pub fn respond(state: &ExtenderState, args: ExtenderArgsRef<'_>) -> Result<Vec<u
         return Err(ApiError::NotSynced);
     }
     let policy = state.policy.load();
+    let req = request::decode(args)?;
     let cluster = state.cache.read();
-    let req = request::decode(args, &cluster)?;
-    state.metrics.observe_nodes("prioritize", req.nodes.len());
+    let Resolved { nodes, known } = req.resolve(&cluster);
+    state.metrics.observe_nodes("prioritize", nodes.len());
     let framework = request::profile_for(&policy, &req.pod).map_err(ApiError::internal)?;
-    let known = req.known_nodes();
     let table = framework
-        .score(&mut CycleState::new(), &req.pod, &known, &cluster)
+        .score_totals(&mut CycleState::new(), &req.pod, &known, &cluster)
         .map_err(|s| ApiError::internal(s.attributed_message()))?;
+    drop(known);
     drop(cluster);
-    let mut k = 0;
-    let mut out = Vec::with_capacity(2 + req.nodes.len() * 64);
+    let mut out = Vec::with_capacity(2 + nodes.len() * 64);
     encode::priorities(
         &mut out,
-        req.nodes.iter().map(|r| {
-            let score = if r.node.is_some() {
-                k += 1;
-                table.extender_score(k - 1)
-            } else {
-                0
-            };
-            (&r.name, score)
-        }),
+        request::with_positions(&nodes)
+            .map(|(r, at)| (r.name, at.map_or(0, |k| table.extender_score(k)))),
     );
     Ok(out)
 }

@@ -3,8 +3,6 @@
 //! cluster's pods); Score adds up the node's pairs; NormalizeScore maps the
 //! lowest node to 0 and the highest to 100 (kube-scheduler `scoring.go`).
 
-use std::sync::Arc;
-
 use k8s_openapi::api::core::v1::PodAffinityTerm;
 
 use super::{
@@ -25,7 +23,7 @@ impl PreScorePlugin for InterPodAffinity {
         &self,
         state: &mut CycleState,
         pod: &PodInfo,
-        _: &[Arc<NodeInfo>],
+        _: &[&NodeInfo],
         cluster: &ClusterState,
     ) -> Status {
         let terms = Terms::of(pod);
@@ -158,7 +156,6 @@ mod tests {
     use super::*;
     use crate::framework::Code;
     use crate::plugins::test_support::{HOSTNAME as HOST, ZONE, score_without_pre_score};
-
 
     /// n1, n2 in zone1; n3 in zone2.
     fn cluster() -> Fixture {

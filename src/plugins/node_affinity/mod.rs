@@ -31,7 +31,6 @@
 mod terms;
 
 use std::collections::HashSet;
-use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::NodeSelector;
 use serde::{Deserialize, Serialize};
@@ -163,7 +162,7 @@ impl PreScorePlugin for NodeAffinity {
         &self,
         state: &mut CycleState,
         pod: &PodInfo,
-        _: &[Arc<NodeInfo>],
+        _: &[&NodeInfo],
         _: &ClusterState,
     ) -> Status {
         let Some(preferred) = pod

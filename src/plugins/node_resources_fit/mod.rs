@@ -35,7 +35,6 @@ mod args;
 mod strategy;
 
 use std::collections::HashSet;
-use std::sync::Arc;
 
 use crate::cache::{ClusterState, NodeUsage};
 use crate::framework::{
@@ -257,7 +256,7 @@ impl PreScorePlugin for NodeResourcesFit {
         &self,
         state: &mut CycleState,
         pod: &PodInfo,
-        _: &[Arc<NodeInfo>],
+        _: &[&NodeInfo],
         _: &ClusterState,
     ) -> Status {
         let requests = self

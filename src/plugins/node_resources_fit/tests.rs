@@ -1,4 +1,6 @@
 //! Unit tests of the plugin, kept apart to keep the plugin file readable.
+use std::sync::Arc;
+
 use super::*;
 use crate::plugins::validation::is_qualified_name;
 use crate::objects::pod::PodSpecInfo;

@@ -43,7 +43,7 @@ impl PreScorePlugin for PodTopologySpread {
         &self,
         state: &mut CycleState,
         pod: &PodInfo,
-        nodes: &[Arc<NodeInfo>],
+        nodes: &[&NodeInfo],
         cluster: &ClusterState,
     ) -> Status {
         if cluster.node_count() == 0 {
@@ -101,7 +101,7 @@ impl PreScorePlugin for PodTopologySpread {
         let mut names: Vec<&str> = Vec::new();
         let mut domains: Vec<Option<&str>> = Vec::new();
         let known = cluster.nodes().map(|n| &**n);
-        for node in known.chain(nodes.iter().map(|n| &**n)) {
+        for node in known.chain(nodes.iter().copied()) {
             if !considered(node) || rows.contains_key(node.name.as_str()) {
                 continue;
             }
