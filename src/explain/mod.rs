@@ -192,26 +192,11 @@ mod tests {
 
     use super::*;
     use crate::cache::ClusterState;
-    use crate::objects::{NodeInfo, Resources};
     use crate::policy::parse;
 
-    const POLICY: &str = "apiVersion: placer/v1alpha1\nkind: Policy\nprofiles:\n- schedulerName: s\n  plugins:\n  - name: NodeResourcesFit\n  - name: DefaultPreemption\n";
-
-    fn node(name: &str) -> NodeInfo {
-        NodeInfo {
-            allocatable: Resources::from_list([("cpu", "1"), ("pods", "9")]).unwrap(),
-            ..NodeInfo::new(name, [("kubernetes.io/hostname", name)])
-        }
-    }
-
-    fn pod(name: &str, node: Option<&str>, priority: i32) -> PodInfo {
-        serde_json::from_value(serde_json::json!({
-            "metadata": {"name": name, "namespace": "ns", "uid": name},
-            "spec": {"nodeName": node, "priority": priority, "schedulerName": "s",
-                     "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}
-        }))
-        .unwrap()
-    }
+    use crate::plugins::test_support::{
+        PREEMPTION_POLICY as POLICY, one_cpu_node as node, one_cpu_pod as pod,
+    };
 
     /// One full node, its low-priority pod, and a high-priority pod pending.
     fn explainer() -> Arc<Explainer> {

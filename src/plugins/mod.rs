@@ -11,7 +11,7 @@ pub mod helper;
 mod label_selector;
 pub mod pod_spec;
 #[cfg(test)]
-mod test_support;
+pub(crate) mod test_support;
 mod validation;
 
 use std::sync::Arc;

@@ -272,3 +272,26 @@ pub(crate) fn score_without_pre_score<P: ScorePlugin>(plugin: &P) -> Status {
 pub(crate) fn raw_and_score(scores: &[NodeScore]) -> Vec<(Option<i64>, i64)> {
     scores.iter().map(|s| (s.raw, s.score)).collect()
 }
+
+/// A profile `s` with NodeResourcesFit and DefaultPreemption: the smallest
+/// policy under which a pod can preempt (cycle-view and explainer tests).
+pub(crate) const PREEMPTION_POLICY: &str = "apiVersion: placer/v1alpha1\nkind: Policy\nprofiles:\n- schedulerName: s\n  plugins:\n  - name: NodeResourcesFit\n  - name: DefaultPreemption\n";
+
+/// A node with 1 CPU and room for 9 pods.
+pub(crate) fn one_cpu_node(name: &str) -> NodeInfo {
+    NodeInfo {
+        allocatable: res(&[("cpu", "1"), ("pods", "9")]),
+        ..NodeInfo::new(name, [(HOSTNAME, name)])
+    }
+}
+
+/// A pod of profile `s` in namespace `ns` asking for 1 CPU, on `node` (or
+/// pending), with `priority`; its uid is its name.
+pub(crate) fn one_cpu_pod(name: &str, node: Option<&str>, priority: i32) -> PodInfo {
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name, "namespace": "ns", "uid": name},
+        "spec": {"nodeName": node, "priority": priority, "schedulerName": "s",
+                 "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}
+    }))
+    .unwrap()
+}

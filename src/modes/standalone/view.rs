@@ -90,26 +90,12 @@ mod tests {
 
     use super::*;
     use crate::modes::standalone::cycle::{Nominated, TieRotation, schedule_one};
-    use crate::objects::{NodeInfo, PodInfo, Resources};
+    use crate::objects::{NodeInfo, PodInfo};
     use crate::policy::{CompiledPolicy, parse};
 
-    const POLICY: &str = "apiVersion: placer/v1alpha1\nkind: Policy\nprofiles:\n- schedulerName: s\n  plugins:\n  - name: NodeResourcesFit\n  - name: DefaultPreemption\n";
-
-    fn node(name: &str) -> NodeInfo {
-        NodeInfo {
-            allocatable: Resources::from_list([("cpu", "1"), ("pods", "9")]).unwrap(),
-            ..NodeInfo::new(name, [("kubernetes.io/hostname", name)])
-        }
-    }
-
-    fn pod(name: &str, node: Option<&str>, priority: i32) -> PodInfo {
-        serde_json::from_value(serde_json::json!({
-            "metadata": {"name": name, "namespace": "ns", "uid": name},
-            "spec": {"nodeName": node, "priority": priority, "schedulerName": "s",
-                     "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}
-        }))
-        .unwrap()
-    }
+    use crate::plugins::test_support::{
+        PREEMPTION_POLICY as POLICY, one_cpu_node as node, one_cpu_pod as pod,
+    };
 
     /// Runs `f` on another thread and says whether it finished within 10 s
     /// (it would never finish if it waited for a lock the cycle holds).
@@ -122,17 +108,22 @@ mod tests {
         finished.recv_timeout(Duration::from_secs(10)).is_ok()
     }
 
-    /// On a runtime with a single thread, an attempt that waits for a task
-    /// of that runtime finishes only if it does not run on the runtime's
-    /// thread.
-    #[test]
-    fn an_attempt_leaves_the_runtime_free() {
+    /// A single-threaded runtime, a cache with node `a`, and a fresh view.
+    fn one_node_on_one_thread() -> (tokio::runtime::Runtime, Arc<Cache>, Arc<CycleView>) {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap();
         let cache = Arc::new(Cache::from_state(ClusterState::default()));
         cache.write().apply_node(node("a"));
-        let view = Arc::new(CycleView::default());
+        (runtime, cache, Arc::new(CycleView::default()))
+    }
+
+    /// On a runtime with a single thread, an attempt that waits for a task
+    /// of that runtime finishes only if it does not run on the runtime's
+    /// thread.
+    #[test]
+    fn an_attempt_leaves_the_runtime_free() {
+        let (runtime, cache, view) = one_node_on_one_thread();
         let (started, attempt_started) = tokio::sync::oneshot::channel();
         let (tick, ticked) = mpsc::channel();
         let seen = runtime.block_on(async {
@@ -160,12 +151,7 @@ mod tests {
 
     #[test]
     fn a_panicking_attempt_leaves_a_fresh_view() {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap();
-        let cache = Arc::new(Cache::from_state(ClusterState::default()));
-        cache.write().apply_node(node("a"));
-        let view = Arc::new(CycleView::default());
+        let (runtime, cache, view) = one_node_on_one_thread();
         runtime.block_on(async {
             let failed = view
                 .attempt_off_runtime(&cache, |cluster, _| {
