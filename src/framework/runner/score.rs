@@ -185,8 +185,10 @@ impl Framework {
         Ok(table)
     }
 
-    /// [`Framework::score`] for a scheduling attempt: a failure is a
-    /// [`PluginError`]. It keeps the Score wording for PreScore and
+    /// [`Framework::score_totals`] for a scheduling attempt, which picks the
+    /// node by its total alone (`/explain` and the simulator annotations
+    /// build their per-plugin tables with [`Framework::score`]): a failure is
+    /// a [`PluginError`]. It keeps the Score wording for PreScore and
     /// NormalizeScore errors too, as standalone events have always said.
     pub fn score_attempt<N: NodeRef>(
         &self,
@@ -195,7 +197,7 @@ impl Framework {
         nodes: &[N],
         cluster: &ClusterState,
     ) -> Result<ScoreTable, PluginError> {
-        self.score(state, pod, nodes, cluster)
+        self.score_totals(state, pod, nodes, cluster)
             .map_err(|status| PluginError {
                 point: ExtensionPoint::Score,
                 status,

@@ -260,6 +260,12 @@ fn score_totals_are_the_full_tables_totals_without_per_plugin_scores() {
     };
     assert_eq!(summary(&totals), summary(&full));
     assert!(totals.plugins.iter().all(|p| p.scores.is_empty()));
+    // A scheduling attempt needs only the totals too.
+    let attempt = f
+        .score_attempt(&mut CycleState::new(), &pod, &borrowed, &cluster)
+        .unwrap();
+    assert_eq!(attempt.totals, full.totals);
+    assert!(attempt.plugins.iter().all(|p| p.scores.is_empty()));
     assert!(
         full.plugins
             .iter()
