@@ -27,7 +27,7 @@ pub use interface::{
 };
 pub use pre_filter_result::PreFilterResult;
 pub use runner::{
-    ExtensionPoint, Filtered, Framework, MAX_EXTENDER_SCORE, NodeRef, Observer, PluginError,
-    PluginScores, QueueSort, ScoreTable, WeightedPlugin,
+    ExtensionPoint, Framework, MAX_EXTENDER_SCORE, NodeRef, Observer, PluginError, PluginScores,
+    QueueSort, ScoreTable, WeightedPlugin,
 };
 pub use status::{Code, Reason, Status};

@@ -10,9 +10,6 @@ use crate::framework::interface::{Diagnosis, Nominating, PostFilterResult};
 use crate::framework::{Code, CycleState, PreFilterResult, Reason, Status};
 use crate::objects::{NodeInfo, PodInfo};
 
-/// What PreFilter and Filter found for one pod over a node list.
-pub type Filtered = (CycleState, PreFilterResult, Vec<Option<Status>>);
-
 impl Framework {
     /// Runs every PreFilter plugin; the first rejection stops the run.
     pub fn pre_filter(
@@ -269,16 +266,14 @@ impl Framework {
         }
     }
 
-    /// PreFilter and Filter of one scheduling attempt over `nodes` on a fresh
-    /// cycle state (kube-scheduler's `findNodesThatFitPod`): the cycle state,
-    /// the PreFilter result and each node's first rejection. An `Error` from
-    /// any plugin fails the attempt.
-    pub fn find_feasible<N: NodeRef>(
+    /// PreFilter of one scheduling attempt on a fresh cycle state (the first
+    /// half of kube-scheduler's `findNodesThatFitPod`): an `Error` from any
+    /// plugin fails the attempt; a rejection is left in the result.
+    pub fn pre_filter_attempt(
         &self,
         pod: &PodInfo,
-        nodes: &[N],
         cluster: &ClusterState,
-    ) -> Result<Filtered, PluginError> {
+    ) -> Result<(CycleState, PreFilterResult), PluginError> {
         let mut state = CycleState::new();
         let pre = self.pre_filter(&mut state, pod, cluster);
         if let Some(rejection) = pre.rejection.as_ref().filter(|r| r.code() == Code::Error) {
@@ -287,13 +282,26 @@ impl Framework {
                 status: rejection.clone(),
             });
         }
-        let verdicts = self.filter_nodes(&state, &pre, pod, nodes, cluster);
+        Ok((state, pre))
+    }
+
+    /// [`Framework::filter_nodes`] for a scheduling attempt, after
+    /// [`Framework::pre_filter_attempt`]: an `Error` from any plugin fails it.
+    pub fn filter_attempt<N: NodeRef>(
+        &self,
+        state: &CycleState,
+        pre: &PreFilterResult,
+        pod: &PodInfo,
+        nodes: &[N],
+        cluster: &ClusterState,
+    ) -> Result<Vec<Option<Status>>, PluginError> {
+        let verdicts = self.filter_nodes(state, pre, pod, nodes, cluster);
         if let Some(s) = verdicts.iter().flatten().find(|s| s.code() == Code::Error) {
             return Err(PluginError {
                 point: ExtensionPoint::Filter,
                 status: s.clone(),
             });
         }
-        Ok((state, pre, verdicts))
+        Ok(verdicts)
     }
 }

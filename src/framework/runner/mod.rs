@@ -30,7 +30,6 @@ use crate::framework::Status;
 use crate::framework::interface::Plugin;
 use crate::objects::NodeInfo;
 
-pub use filter::Filtered;
 pub use queue::QueueSort;
 pub use score::{PluginScores, ScoreTable};
 

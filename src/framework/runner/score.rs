@@ -57,10 +57,10 @@ impl ScoreTable {
 /// What a score run keeps of each plugin's per-node scores.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Keep {
-    /// Every plugin's scores (explanations, standalone events).
+    /// Every plugin's scores (explanations, the simulator annotations).
     PerPlugin,
     /// Only the weighted totals: one buffer serves every plugin in turn
-    /// (extender `/prioritize`, on every scheduling cycle).
+    /// (extender `/prioritize` and standalone attempts, on every cycle).
     TotalsOnly,
 }
 

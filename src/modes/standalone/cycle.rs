@@ -7,10 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::cache::ClusterState;
-use crate::framework::{
-    Code, CycleState, Diagnosis, ExtensionPoint, Framework, Nominating, PluginError,
-    PreFilterResult, Status, fit_error_message,
-};
+use crate::framework::{Diagnosis, Framework, Nominating, PluginError, Status, fit_error_message};
 use crate::objects::{NodeInfo, PodInfo};
 
 use super::sample::{Search, feasible_nodes_to_find};
@@ -99,43 +96,6 @@ impl TieRotation {
     }
 }
 
-/// PreFilter; an `Error` fails the attempt.
-fn pre_filter(
-    framework: &Framework,
-    pod: &PodInfo,
-    cluster: &ClusterState,
-) -> Result<(CycleState, PreFilterResult), Failure> {
-    let mut state = CycleState::new();
-    let pre = framework.pre_filter(&mut state, pod, cluster);
-    if let Some(rejection) = pre.rejection.as_ref().filter(|r| r.code() == Code::Error) {
-        return Err(PluginError {
-            point: ExtensionPoint::PreFilter,
-            status: rejection.clone(),
-        }
-        .into());
-    }
-    Ok((state, pre))
-}
-
-/// Filter over `nodes`; an `Error` fails the attempt.
-fn filter(
-    framework: &Framework,
-    (state, pre): &(CycleState, PreFilterResult),
-    pod: &PodInfo,
-    nodes: &[Arc<NodeInfo>],
-    cluster: &ClusterState,
-) -> Result<Vec<Option<Status>>, Failure> {
-    let verdicts = framework.filter_nodes(state, pre, pod, nodes, cluster);
-    if let Some(s) = verdicts.iter().flatten().find(|s| s.code() == Code::Error) {
-        return Err(PluginError {
-            point: ExtensionPoint::Filter,
-            status: s.clone(),
-        }
-        .into());
-    }
-    Ok(verdicts)
-}
-
 /// Runs `f` with the `others` placed on their nominated nodes, then takes
 /// them out again. A nominated pod the cluster already holds (it was bound
 /// meanwhile) is left alone.
@@ -199,14 +159,14 @@ pub fn schedule_on(
             "0/0 nodes are available: no nodes available to schedule pods.".into(),
         ));
     }
-    let alone = pre_filter(framework, pod, cluster)?;
+    let alone = framework.pre_filter_attempt(pod, cluster)?;
     // A node must fit both without and with the nominated pods on it.
     let others = nominated.others;
     let held = if others.is_empty() {
         None
     } else {
         Some(with_room_held(cluster, others, |c| {
-            pre_filter(framework, pod, c)
+            framework.pre_filter_attempt(pod, c)
         })?)
     };
     let rejection = alone
@@ -215,9 +175,12 @@ pub fn schedule_on(
         .clone()
         .or_else(|| held.as_ref().and_then(|h| h.1.rejection.clone()));
     let evaluate = |chunk: &[Arc<NodeInfo>], cluster: &mut ClusterState| {
-        let mut verdicts = filter(framework, &alone, pod, chunk, cluster)?;
+        let (state, pre) = &alone;
+        let mut verdicts = framework.filter_attempt(state, pre, pod, chunk, cluster)?;
         if let Some(h) = &held {
-            let with = with_room_held(cluster, others, |c| filter(framework, h, pod, chunk, c))?;
+            let with = with_room_held(cluster, others, |c| {
+                framework.filter_attempt(&h.0, &h.1, pod, chunk, c)
+            })?;
             for (v, w) in verdicts.iter_mut().zip(with) {
                 if w.is_some() {
                     *v = w;
