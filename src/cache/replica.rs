@@ -321,6 +321,86 @@ mod tests {
         );
     }
 
+    /// Every node's index in `s`, as its table and its record say, with the
+    /// usage its record reads.
+    fn indexes(s: &ClusterState) -> Vec<String> {
+        let mut v: Vec<String> = s
+            .nodes()
+            .map(|n| {
+                let (at, _) = s.node_indexed(&n.name).unwrap();
+                let cpu = s.usage_of(n).map(|u| u.requested.milli_cpu);
+                assert_eq!(s.usage_of(n), s.usage(&n.name), "{}", n.name);
+                format!("{}@{at}/{:?}:{cpu:?}", n.name, n.index.get())
+            })
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn the_replica_keeps_the_shared_states_node_indexes() {
+        let mut shared = ClusterState::with_dimensions(&[dim()]);
+        for (n, cpu) in [("a", "1"), ("b", "2"), ("c", "3")] {
+            shared.apply_node(node(n, "z1"));
+            shared.apply_pod(pod(&format!("p-{n}"), n, cpu));
+        }
+        let mut r = Replica::default();
+        r.sync(&shared);
+        // Each step is synced at once; the syncs visit nodes oldest change
+        // first, not in the order of the operations, so a replica handing
+        // out its own indexes would give them differently.
+        type Step = (&'static str, fn(&mut ClusterState));
+        let steps: [Step; 4] = [
+            (
+                "freed indexes taken while the node holding one still waits",
+                |s| {
+                    s.delete_node("a");
+                    s.delete_node("b");
+                    s.apply_node(node("d", "z2"));
+                    s.apply_node(node("e", "z2"));
+                    // a's pod changes after e took a's index: a is visited last.
+                    let _ = s.apply_pod(pod("p-a", "a", "4"));
+                },
+            ),
+            ("a deleted node comes back", |s| {
+                let _ = s.apply_node(node("a", "z1"));
+            }),
+            ("an unchanged record re-added under another index", |s| {
+                s.delete_node("c");
+                s.delete_node("d");
+                let _ = s.apply_node(node("c", "z1"));
+                let _ = s.apply_node(node("f", "z2"));
+            }),
+            ("pods move", |s| {
+                let _ = s.delete_pod("ns", "p-c");
+                let _ = s.apply_pod(pod("p-f", "f", "5"));
+            }),
+        ];
+        for (what, step) in steps {
+            step(&mut shared);
+            assert!(!r.sync(&shared).full, "{what}: no full copy");
+            assert_eq!(observed(r.state()), observed(&shared), "after {what}");
+            let expected = indexes(&shared);
+            assert!(
+                expected.iter().all(|e| !e.contains("/None")),
+                "{what}: {expected:?}"
+            );
+            assert_eq!(indexes(r.state()), expected, "after {what}");
+        }
+        let f = r.state().node("f").unwrap().clone();
+        assert_eq!(f.index.get(), shared.node("f").unwrap().index.get());
+        // Preemption's dry runs move pods in the replica: the record reads
+        // the moved usage there, the shared state keeps its own.
+        r.state_mut().delete_pod("ns", "p-f");
+        assert!(r.state().usage_of(&f).is_none());
+        assert_eq!(
+            shared.usage_of(&f).map(|u| u.requested.milli_cpu),
+            Some(5000)
+        );
+        r.state_mut().apply_pod(pod("p-f", "f", "5"));
+        assert_eq!(indexes(r.state()), indexes(&shared));
+    }
+
     #[test]
     fn dry_runs_on_the_replica_leave_the_shared_state_alone() {
         let mut shared = ClusterState::default();

@@ -19,6 +19,6 @@ pub mod workload;
 
 pub use budget::DisruptionBudget;
 pub use keys::{Keyed, namespace_and_name, object_key};
-pub use node::{Labels, NodeInfo};
+pub use node::{Labels, NodeIndex, NodeInfo};
 pub use pod::PodInfo;
 pub use resources::Resources;

@@ -24,6 +24,48 @@ pub struct NodeInfo {
     pub allocatable: Resources,
     /// The policy's label values as interned ids, filled by the cache.
     pub inputs: NodeInputs,
+    /// Where the cache that stored this record keeps it, set by the cache.
+    pub index: NodeIndex,
+}
+
+/// A node record's dense index in the cache that stored it, so that what
+/// the cache keeps per node (the pods' usage) is one array access away from
+/// the record instead of a hash of the name and a compare against a cold key
+/// string per node and plugin in every attempt. Set by the cache while the
+/// record is fresh and not shared yet; readers go through the cache, which
+/// checks that the record at that index is this very record, so a record the
+/// cache did not store (tests, dry runs, decoded requests) only costs the
+/// name lookup.
+#[derive(Debug, Clone, Copy)]
+pub struct NodeIndex(u32);
+
+impl NodeIndex {
+    /// No cache stored the record.
+    const UNSET: u32 = u32::MAX;
+
+    /// Index `index` (the cache's).
+    pub(crate) fn at(index: u32) -> Self {
+        NodeIndex(index.min(Self::UNSET - 1))
+    }
+
+    /// The index, if a cache set one.
+    pub fn get(self) -> Option<u32> {
+        (self.0 != Self::UNSET).then_some(self.0)
+    }
+}
+
+impl Default for NodeIndex {
+    fn default() -> Self {
+        NodeIndex(Self::UNSET)
+    }
+}
+
+/// Where a record is kept says nothing about the node: the same node decoded
+/// again compares equal to the stored record (a heartbeat changes nothing).
+impl PartialEq for NodeIndex {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
 }
 
 impl NodeInfo {
@@ -149,6 +191,7 @@ impl From<&Node> for NodeInfo {
             taints: spec.and_then(|s| s.taints.clone()).unwrap_or_default(),
             allocatable,
             inputs: NodeInputs::default(),
+            index: NodeIndex::default(),
         }
     }
 }
@@ -191,6 +234,7 @@ impl<'de> Deserialize<'de> for NodeInfo {
             taints: spec.and_then(|s| s.taints).unwrap_or_default(),
             allocatable,
             inputs: NodeInputs::default(),
+            index: NodeIndex::default(),
         })
     }
 }

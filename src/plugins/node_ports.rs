@@ -117,7 +117,7 @@ impl FilterPlugin for NodePorts {
             Ok(s) => s,
             Err(missing) => return missing,
         };
-        let Some(usage) = cluster.usage(&node.name) else {
+        let Some(usage) = cluster.usage_of(node) else {
             return Status::success();
         };
         if wanted.iter().any(|w| w.conflicts(&usage.host_ports)) {

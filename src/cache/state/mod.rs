@@ -15,55 +15,17 @@ use crate::cache::node_inputs::LabelSlots;
 use crate::cache::zone_index::{CountDimension, ZoneIndex};
 use crate::objects::Keyed;
 use crate::objects::namespace::NamespaceInfo;
-use crate::objects::pod::HostPort;
 use crate::objects::volume::{ClaimInfo, StorageClassInfo, VolumeInfo};
 use crate::objects::workload::{
     ReplicaSetSelector, ReplicationControllerSelector, ServiceSelector, StatefulSetSelector,
 };
-use crate::objects::{DisruptionBudget, NodeInfo, PodInfo, Resources};
+use crate::objects::{DisruptionBudget, NodeIndex, NodeInfo, PodInfo};
 use node_table::NodeTable;
-
-/// What the pods assigned to one node take from it.
-#[derive(Debug, Default, Clone, PartialEq)]
-pub struct NodeUsage {
-    /// Sum of the pods' effective requests.
-    pub requested: Resources,
-    /// Sum of the pods' requests with scoring defaults for missing cpu/memory
-    /// (kube-scheduler's `NonZeroRequested`).
-    pub non_zero_requested: Resources,
-    /// Number of pods.
-    pub pods: i64,
-    /// Host ports in use, with how many pods bind each.
-    pub host_ports: HashMap<HostPort, u32>,
-}
-
-impl NodeUsage {
-    fn add(&mut self, pod: &PodInfo) {
-        self.requested.add(&pod.spec.requests);
-        self.non_zero_requested.add(&pod.spec.non_zero_requests);
-        self.pods += 1;
-        for p in &pod.spec.host_ports {
-            *self.host_ports.entry(p.clone()).or_default() += 1;
-        }
-    }
-
-    fn remove(&mut self, pod: &PodInfo) {
-        self.requested.sub(&pod.spec.requests);
-        self.non_zero_requested.sub(&pod.spec.non_zero_requests);
-        self.pods -= 1;
-        for p in &pod.spec.host_ports {
-            if let Some(n) = self.host_ports.get_mut(p) {
-                *n -= 1;
-                if *n == 0 {
-                    self.host_ports.remove(p);
-                }
-            }
-        }
-    }
-}
+pub use node_table::NodeUsage;
 
 /// Nodes by name, assigned pods by `namespace/name`, and the indexes derived
-/// from them: pods per node, usage per node, pods per zone.
+/// from them: pods per node, usage per node (kept with the nodes), pods per
+/// zone.
 ///
 /// `Clone` is for [`Replica`](crate::cache::Replica)'s full copies (after a
 /// relist); every other change reaches a replica node by node through the
@@ -73,9 +35,6 @@ pub struct ClusterState {
     nodes: NodeTable,
     pods: HashMap<String, PodInfo>,
     pods_by_node: HashMap<String, HashSet<String>, foldhash::fast::RandomState>,
-    /// Looked up by node name per node and plugin in every attempt (Filter
-    /// and Score of NodeResourcesFit, NodePorts): a fast hash, as `nodes`.
-    usage: HashMap<String, NodeUsage, foldhash::fast::RandomState>,
     zones: ZoneIndex,
     /// Which labels are interned inline in every node record.
     label_slots: LabelSlots,
@@ -140,9 +99,16 @@ impl ClusterState {
         self.pods.get(&pod_key(namespace, name))
     }
 
-    /// What the pods on node `name` use (empty when none are there).
+    /// What the pods on node `name` use (`None` when none are there).
     pub fn usage(&self, name: &str) -> Option<&NodeUsage> {
-        self.usage.get(name)
+        self.nodes.usage(name)
+    }
+
+    /// [`usage`](Self::usage) of `node`: without a name lookup when `node`
+    /// is this state's record (what plugins read per node in every attempt),
+    /// by name otherwise.
+    pub fn usage_of(&self, node: &NodeInfo) -> Option<&NodeUsage> {
+        self.nodes.usage_of(node)
     }
 
     /// The pods assigned to node `name`.
@@ -268,23 +234,46 @@ impl ClusterState {
     /// updates such as heartbeats change nothing placer keeps).
     pub fn apply_node(&mut self, mut node: NodeInfo) -> bool {
         self.label_slots.assign(&mut node);
+        node.index = NodeIndex::at(self.nodes.index_for(&node.name));
         self.apply_shared_node(Arc::new(node))
     }
 
     /// [`apply_node`](Self::apply_node) for a record already shared, whose
-    /// inline label inputs the state it comes from filled (a replica takes
-    /// the same `Arc`, and that state's label slots with it).
-    pub fn apply_shared_node(&mut self, new: Arc<NodeInfo>) -> bool {
+    /// inline label inputs and index the state it comes from filled (a
+    /// replica takes the same `Arc`, and that state's label slots with it).
+    ///
+    /// The record goes in at its index, so that a replica's indexes are the
+    /// shared state's and the record reads its usage from its index in both.
+    /// A node here holding that index, or this node held under another one,
+    /// was deleted there since the replica last synced (and re-added
+    /// elsewhere, or not): its own change is copied in the same sync, and it
+    /// is deleted here first so that its pods stop counting under it.
+    pub(crate) fn apply_shared_node(&mut self, mut new: Arc<NodeInfo>) -> bool {
+        let index = match new.index.get() {
+            Some(index) => index,
+            None => {
+                let index = self.nodes.index_for(&new.name);
+                Arc::make_mut(&mut new).index = NodeIndex::at(index);
+                index
+            }
+        };
         // An equal record (a heartbeat: only status fields placer does not
-        // keep changed) leaves the stored one in place. Swapping in the new
-        // allocation would make a replica sharing the old one see a changed
-        // record the next time the node's pods change, and rebuild its node
-        // list for nothing.
-        if self.nodes.get(&new.name).is_some_and(|old| **old == *new) {
+        // keep changed) at the same index leaves the stored one in place.
+        // Swapping in the new allocation would make a replica sharing the old
+        // one see a changed record the next time the node's pods change, and
+        // rebuild its node list for nothing.
+        if self
+            .nodes
+            .get_indexed(&new.name)
+            .is_some_and(|(at, old)| at == index as usize && **old == *new)
+        {
             return false;
         }
+        for stale in self.nodes.displaced_by(&new.name, index) {
+            self.delete_node(&stale);
+        }
         let name = new.name.clone();
-        let old = self.nodes.insert(name.clone(), new.clone());
+        let old = self.nodes.insert(new.clone());
         self.generations.touch_node(&name);
         let Some(keys) = self.pods_by_node.get(&name) else {
             return true;
@@ -335,7 +324,7 @@ impl ClusterState {
             self.zones.add(&pod, node);
         }
         self.generations.touch_node(&node_name);
-        self.usage.entry(node_name.clone()).or_default().add(&pod);
+        self.nodes.count_pod(&node_name, &pod);
         self.pods_by_node
             .entry(node_name.clone())
             .or_default()
@@ -370,10 +359,8 @@ impl ClusterState {
             keys.remove(key);
             if keys.is_empty() {
                 self.pods_by_node.remove(node_name);
-                self.usage.remove(node_name);
-            } else if let Some(u) = self.usage.get_mut(node_name) {
-                u.remove(&old);
             }
+            self.nodes.uncount_pod(node_name, &old);
         }
         Some(node_name.to_owned())
     }
@@ -381,13 +368,7 @@ impl ClusterState {
     /// Replaces every node (after a full relist).
     pub fn replace_nodes(&mut self, nodes: Vec<NodeInfo>) {
         let slots = &mut self.label_slots;
-        self.nodes = nodes
-            .into_iter()
-            .map(|mut n| {
-                slots.assign(&mut n);
-                (n.name.clone(), Arc::new(n))
-            })
-            .collect();
+        self.nodes.replace(nodes, |n| slots.assign(n));
         self.recount();
         self.generations.touch_everything();
     }
@@ -398,7 +379,7 @@ impl ClusterState {
         self.with_affinity.clear();
         self.with_required_anti.clear();
         self.pods_by_node.clear();
-        self.usage.clear();
+        self.nodes.clear_usage();
         self.zones.clear_counts();
         for pod in pods {
             let _ = self.apply_pod(pod);

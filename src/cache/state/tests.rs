@@ -38,6 +38,8 @@ fn affinity_indexes_follow_the_pods() {
     assert!(c.pods_with_affinity().next().is_none());
 }
 use crate::cache::zone_index::CountSelector;
+use crate::objects::Resources;
+use crate::objects::pod::HostPort;
 
 fn dim() -> CountDimension {
     CountDimension {
@@ -147,4 +149,55 @@ fn relists_and_new_dimensions_recount() {
     s.replace_nodes(vec![]);
     assert_eq!(count(&s, "z1"), 0);
     assert_eq!(s.node_count(), 0);
+}
+
+#[test]
+fn records_read_their_own_usage_across_deletes_and_relists() {
+    let on = |name: &str, node: &str, cpu: i64| PodInfo {
+        spec: Arc::new(crate::objects::pod::PodSpecInfo {
+            requests: Resources {
+                milli_cpu: cpu,
+                ..Default::default()
+            },
+            ..Default::default()
+        }),
+        ..pod(name, Some(node), None)
+    };
+    let cpu = |s: &ClusterState, node: &NodeInfo| s.usage_of(node).map(|u| u.requested.milli_cpu);
+    let mut s = ClusterState::default();
+    s.apply_node(NodeInfo::new("a", [("zone", "z1")]));
+    s.apply_pod(on("p", "a", 300));
+    let a = s.node("a").unwrap().clone();
+    assert_eq!(cpu(&s, &a), Some(300));
+
+    s.delete_node("a");
+    s.apply_node(NodeInfo::new("b", [("zone", "z1")]));
+    let b = s.node("b").unwrap().clone();
+    assert_eq!(b.index.get(), a.index.get(), "b took a's index");
+    assert_eq!(cpu(&s, &b), None, "not a's pods");
+    assert_eq!(
+        cpu(&s, &a),
+        Some(300),
+        "a's pods still count under its name"
+    );
+
+    s.apply_node(NodeInfo::new("a", [("zone", "z1")]));
+    s.apply_pod(on("q", "b", 100));
+    let a = s.node("a").unwrap().clone();
+    assert_eq!((cpu(&s, &a), cpu(&s, &b)), (Some(300), Some(100)));
+
+    // A relist hands out indexes afresh; the usage stays with the names.
+    s.replace_nodes(vec![
+        NodeInfo::new("c", [("zone", "z1")]),
+        NodeInfo::new("b", [("zone", "z1")]),
+        NodeInfo::new("a", [("zone", "z1")]),
+    ]);
+    let read = |s: &ClusterState, name: &str| cpu(s, s.node(name).unwrap());
+    assert_eq!(
+        (read(&s, "a"), read(&s, "b"), read(&s, "c")),
+        (Some(300), Some(100), None)
+    );
+    s.delete_pod("ns", "p");
+    assert_eq!(read(&s, "a"), None, "a node whose pods left reads empty");
+    assert!(s.usage("a").is_none());
 }

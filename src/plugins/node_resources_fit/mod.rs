@@ -202,7 +202,7 @@ impl FilterPlugin for NodeResourcesFit {
             Ok(s) => s,
             Err(missing) => return missing,
         };
-        let usage = cluster.usage(&node.name);
+        let usage = cluster.usage_of(node);
         let alloc = &node.allocatable;
         let used = |f: fn(&Resources) -> i64| usage.map_or(0, |u| f(&u.requested));
 
@@ -281,7 +281,7 @@ impl ScorePlugin for NodeResourcesFit {
         Ok(NodeScore::value(self.score_node(
             requests,
             node,
-            cluster.usage(&node.name),
+            cluster.usage_of(node),
         )))
     }
 }
