@@ -23,7 +23,7 @@ pub use fit_error::{ReasonHistogram, fit_error_message};
 pub use interface::{
     Diagnosis, FilterPlugin, MAX_NODE_SCORE, MIN_NODE_SCORE, NodeScore, Nominating, Nomination,
     Plugin, PostFilterPlugin, PostFilterResult, PreEnqueuePlugin, PreFilterExtensions,
-    PreFilterPlugin, PreScorePlugin, QueueSortPlugin, QueuedPodInfo, ScorePlugin,
+    PreFilterPlugin, PreScorePlugin, QueueSortPlugin, QueuedPodInfo, ScorePlugin, candidates,
 };
 pub use pre_filter_result::PreFilterResult;
 pub use runner::{

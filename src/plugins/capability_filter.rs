@@ -10,7 +10,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::cache::ClusterState;
-use crate::framework::{CycleState, FilterPlugin, PreFilterPlugin, Status};
+use crate::framework::{self, CycleState, FilterPlugin, PreFilterPlugin, Status};
 use crate::objects::inputs::WantedLabel;
 use crate::objects::{NodeInfo, PodInfo};
 use crate::plugins::fields::NonEmpty;
@@ -144,24 +144,50 @@ impl PreFilterPlugin for CapabilityFilter {
     }
 }
 
-impl FilterPlugin for CapabilityFilter {
-    fn filter(&self, state: &CycleState, _: &PodInfo, node: &NodeInfo, _: &ClusterState) -> Status {
-        let ActiveRules(active) = match state.from_pre_filter::<ActiveRules>() {
-            Ok(s) => s,
-            Err(missing) => return missing,
-        };
+impl CapabilityFilter {
+    /// Why `node` fails the pod's `active` rules, or `None` when it fits.
+    fn rejection(&self, active: &ActiveRules, node: &NodeInfo) -> Option<Status> {
         let mut missing = active
+            .0
             .iter()
             .filter(|&&(i, wanted)| !Self::satisfies(&self.rules[i], wanted, node))
             .map(|&(i, _)| &self.rules[i]);
-        let Some(first) = missing.next() else {
-            return Status::success();
-        };
-        let mut status = Status::unresolvable(&first.reason);
+        let mut status = Status::unresolvable(&missing.next()?.reason);
         for r in missing {
             status = status.with_reason(&r.reason);
         }
-        status
+        Some(status)
+    }
+}
+
+impl FilterPlugin for CapabilityFilter {
+    fn filter(&self, state: &CycleState, _: &PodInfo, node: &NodeInfo, _: &ClusterState) -> Status {
+        match state.from_pre_filter::<ActiveRules>() {
+            Ok(active) => self.rejection(active, node).unwrap_or_else(Status::success),
+            Err(missing) => missing,
+        }
+    }
+
+    /// The rules are read from the cycle state once for all the nodes.
+    fn filter_batch(
+        &self,
+        state: &CycleState,
+        _: &PodInfo,
+        nodes: &[&NodeInfo],
+        candidates: &[bool],
+        _: &ClusterState,
+        reject: &mut dyn FnMut(usize, Status),
+    ) {
+        let active = state.from_pre_filter::<ActiveRules>();
+        for (i, node) in framework::candidates(nodes, candidates) {
+            let status = match &active {
+                Ok(active) => self.rejection(active, node),
+                Err(missing) => Some(missing.clone()),
+            };
+            if let Some(status) = status {
+                reject(i, status);
+            }
+        }
     }
 }
 
@@ -251,6 +277,35 @@ mod tests {
         assert_eq!(s.message(), "no fast y");
         let s = run(&p, &pod, &NodeInfo::new("n", [("y", "slow")]));
         assert_eq!(s.reasons(), ["no x", "no fast y"]);
+    }
+
+    #[test]
+    fn a_batch_gives_each_candidate_the_status_filter_gives_it() {
+        let p = plugin(HW);
+        let pod = pod(&[("myorg.io/require-hw-encrypt", "true")]);
+        let nodes = [
+            NodeInfo::new("a", [("node.kubernetes.io/hw-encrypt", "true")]),
+            NodeInfo::new("b", Vec::<(String, String)>::new()),
+            NodeInfo::new("c", [("node.kubernetes.io/hw-encrypt", "false")]),
+            NodeInfo::new("d", Vec::<(String, String)>::new()),
+        ];
+        let refs: Vec<&NodeInfo> = nodes.iter().collect();
+        let candidates = [true, true, true, false];
+        let cluster = ClusterState::default();
+        let mut prepared = CycleState::new();
+        assert_eq!(p.pre_filter(&mut prepared, &pod, &cluster).code(), Code::Success);
+        for state in [prepared, CycleState::new()] {
+            let mut batch = Vec::new();
+            p.filter_batch(&state, &pod, &refs, &candidates, &cluster, &mut |i, s| {
+                batch.push((i, s))
+            });
+            let single: Vec<(usize, Status)> = (0..3)
+                .map(|i| (i, p.filter(&state, &pod, &nodes[i], &cluster)))
+                .filter(|(_, s)| !s.is_success())
+                .collect();
+            assert_eq!(batch, single);
+            assert!(!batch.is_empty() && batch.iter().all(|(i, _)| *i != 3));
+        }
     }
 
     #[test]

@@ -5,6 +5,10 @@ use std::ops::ControlFlow;
 use rayon::prelude::*;
 
 use super::{ExtensionPoint, Framework, NodeRef, PARALLEL_MIN_NODES, PluginError};
+
+/// Nodes per parallel Filter batch: large enough that a batch's dynamic call
+/// and its cycle-state read are lost in its nodes' work.
+const PARALLEL_CHUNK: usize = 1024;
 use crate::cache::ClusterState;
 use crate::framework::interface::{Diagnosis, Nominating, PostFilterResult};
 use crate::framework::{Code, CycleState, PreFilterResult, Reason, Status};
@@ -205,8 +209,9 @@ impl Framework {
     ///
     /// Runs plugin by plugin over the nodes still feasible (the same verdicts
     /// as node by node, since each node stops at its first rejection), so each
-    /// plugin's time is measured once per request, in parallel when the
-    /// request is large. The calls come in that order: PreFilter's ruled-out
+    /// plugin's time is measured once per request, and each plugin is called
+    /// once per request ([`FilterPlugin::filter_batch`](crate::framework::FilterPlugin::filter_batch)),
+    /// or once per chunk of nodes in parallel when the request is large. The calls come in that order: PreFilter's ruled-out
     /// nodes, then each plugin's rejections, each group in node order.
     pub fn filter_nodes_each<N: NodeRef>(
         &self,
@@ -232,6 +237,7 @@ impl Framework {
                 }
             }
         }
+        let refs = N::as_refs(nodes);
         for wp in &self.plugins {
             let Some(p) = wp.plugin.as_filter() else {
                 continue;
@@ -240,26 +246,33 @@ impl Framework {
                 continue;
             }
             self.timed(p.name(), ExtensionPoint::Filter, || {
-                let one = |i: usize| {
-                    let s = p.filter(state, pod, &nodes[i], cluster);
-                    (!s.is_success()).then(|| s.with_plugin(p.name()))
-                };
                 if nodes.len() >= PARALLEL_MIN_NODES {
-                    let rejected: Vec<(usize, Status)> = (0..nodes.len())
-                        .into_par_iter()
-                        .filter(|&i| fits[i])
-                        .filter_map(|i| Some((i, one(i)?)))
+                    // A batch per chunk; the chunks' rejections come back in
+                    // node order.
+                    let rejected: Vec<(usize, Status)> = refs
+                        .par_chunks(PARALLEL_CHUNK)
+                        .zip(fits.par_chunks(PARALLEL_CHUNK))
+                        .enumerate()
+                        .flat_map_iter(|(c, (chunk, candidates))| {
+                            let mut rejected = Vec::new();
+                            p.filter_batch(state, pod, chunk, candidates, cluster, &mut |i, s| {
+                                rejected.push((c * PARALLEL_CHUNK + i, s));
+                            });
+                            rejected
+                        })
                         .collect();
                     for (i, s) in rejected {
                         fits[i] = false;
-                        reject(i, s);
+                        reject(i, s.with_plugin(p.name()));
                     }
                 } else {
-                    for (i, fit) in fits.iter_mut().enumerate() {
-                        if *fit && let Some(s) = one(i) {
-                            *fit = false;
-                            reject(i, s);
-                        }
+                    let mut rejected = Vec::new();
+                    p.filter_batch(state, pod, &refs, &fits, cluster, &mut |i, s| {
+                        rejected.push(i);
+                        reject(i, s.with_plugin(p.name()));
+                    });
+                    for i in rejected {
+                        fits[i] = false;
                     }
                 }
             });

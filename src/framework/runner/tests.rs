@@ -396,3 +396,87 @@ fn plugin_errors_name_the_point_and_the_plugin() {
         r#"running PreFilter plugin "X": state missing"#
     );
 }
+
+/// Rejects the nodes whose name starts with "r", counting how it was called.
+#[derive(Default)]
+struct Counted {
+    batches: std::sync::atomic::AtomicUsize,
+    singles: std::sync::atomic::AtomicUsize,
+}
+impl Plugin for Counted {
+    fn name(&self) -> &'static str {
+        "Counted"
+    }
+    fn as_filter(&self) -> Option<&dyn FilterPlugin> {
+        Some(self)
+    }
+}
+impl FilterPlugin for Counted {
+    fn filter(&self, _: &CycleState, _: &PodInfo, n: &NodeInfo, _: &ClusterState) -> Status {
+        self.singles
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if n.name.starts_with('r') {
+            Status::unschedulable("r")
+        } else {
+            Status::success()
+        }
+    }
+    fn filter_batch(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        nodes: &[&NodeInfo],
+        candidates: &[bool],
+        cluster: &ClusterState,
+        reject: &mut dyn FnMut(usize, Status),
+    ) {
+        self.batches
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        for (i, n) in crate::framework::candidates(nodes, candidates) {
+            let s = self.filter(state, pod, n, cluster);
+            if !s.is_success() {
+                reject(i, s);
+            }
+        }
+    }
+}
+
+#[test]
+fn filter_nodes_each_calls_each_plugin_once_per_batch_on_the_nodes_still_feasible() {
+    use std::sync::atomic::Ordering::Relaxed;
+    for (n, batches) in [(6, 1), (PARALLEL_MIN_NODES + 5, 17)] {
+        let counted = Arc::new(Counted::default());
+        let f = fw(vec![(Arc::new(Prefix("ra")), 1), (counted.clone(), 1)]);
+        let names: Vec<String> = (0..n)
+            .map(|i| match i % 3 {
+                0 => format!("ra{i}"),
+                1 => format!("r{i}"),
+                _ => format!("x{i}"),
+            })
+            .collect();
+        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        let ns = nodes(&refs);
+        let mut calls: Vec<(usize, &'static str)> = Vec::new();
+        f.filter_nodes_each(
+            &CycleState::new(),
+            &PreFilterResult::default(),
+            &PodInfo::default(),
+            &ns,
+            &ClusterState::default(),
+            |i, s| calls.push((i, s.plugin())),
+        );
+        let by = |rest: usize, plugin| {
+            (0..n)
+                .filter(move |i| i % 3 == rest)
+                .map(move |i| (i, plugin))
+        };
+        let expected: Vec<_> = by(0, "ra").chain(by(1, "Counted")).collect();
+        assert_eq!(calls, expected, "{n} nodes");
+        assert_eq!(counted.batches.load(Relaxed), batches, "{n} nodes");
+        assert_eq!(
+            counted.singles.load(Relaxed),
+            n - n.div_ceil(3),
+            "{n} nodes: only the nodes the first plugin let through"
+        );
+    }
+}

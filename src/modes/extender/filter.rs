@@ -151,7 +151,7 @@ pub fn respond(state: &ExtenderState, args: ExtenderArgsRef<'_>) -> Result<Answe
             metadata: metadata.map(|m| m.get()),
         },
     };
-    encode::filter_result(&mut out, &passed, &mut failed, &mut unresolvable, listing);
+    encode::filter_result(&mut out, &passed, &failed, &unresolvable, listing);
     let count = nodes.len();
     if let Some(retry) = &state.retry {
         // Both shapes list every passing node's name.
