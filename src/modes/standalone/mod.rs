@@ -8,6 +8,7 @@
 //! - [`nominator`]: pods waiting for the room their preemption made;
 //! - [`preempt`]: evicting the victims preemption chose;
 //! - [`scheduler`]: the loop: watch → queue → cycle → assume → asynchronous bind;
+//! - [`events`]: events.k8s.io events with kube-scheduler's series;
 //! - [`report`]: `Scheduled` / `FailedScheduling` events and `PodScheduled`;
 //! - [`leader`]: Lease-based leader election so only one replica schedules.
 //!
@@ -15,6 +16,7 @@
 //! semantics; it is always on and not a policy plugin.
 
 pub mod cycle;
+pub mod events;
 pub mod leader;
 pub mod nominator;
 pub mod preempt;

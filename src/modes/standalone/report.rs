@@ -3,18 +3,19 @@
 
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use kube::api::{Patch, PatchParams};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter as EventSource};
+use kube::runtime::events::{Event, EventType};
 use kube::{Api, Client};
 use serde_json::json;
 use tracing::warn;
 
 use super::cycle::Failure;
+use super::events::EventRecorder;
 use crate::objects::PodInfo;
 
 /// Publishes scheduling outcomes.
 pub struct Reporter {
     client: Client,
-    recorder: Recorder,
+    recorder: EventRecorder,
 }
 
 /// The `PodScheduled=False` reason for a failure.
@@ -40,12 +41,8 @@ impl Reporter {
     /// Events are reported by `controller` (the profile's scheduler name, as
     /// kube-scheduler reports under its own) from `instance`.
     pub fn new(client: Client, controller: &str, instance: &str) -> Self {
-        let source = EventSource {
-            controller: controller.to_string(),
-            instance: Some(instance.to_string()),
-        };
         Reporter {
-            recorder: Recorder::new(client.clone(), source),
+            recorder: EventRecorder::new(client.clone(), controller, instance),
             client,
         }
     }

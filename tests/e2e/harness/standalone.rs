@@ -3,7 +3,7 @@
 //! - the policy: the shipped `placer` profile of `policy.yaml`, renamed to the test's scheduler
 //!   name ([`standalone_policy`]), so every test runs exactly what ships;
 //! - outcomes as kube-scheduler reports them: `Scheduled` / `FailedScheduling` events (written by
-//!   kube-rs's `Recorder` through `events.k8s.io/v1`, `reportingController: placer`, read here
+//!   placer's `EventRecorder` through `events.k8s.io/v1`, `reportingController: placer`, read here
 //!   through `core/v1`, see `wait`) and FailedScheduling texts in kube-scheduler's FitError format
 //!   ([`fit_error`], [`check_fit_error`]);
 //! - the leader-election Lease;
