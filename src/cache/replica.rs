@@ -21,7 +21,7 @@ use crate::cache::ClusterState;
 use crate::objects::NodeInfo;
 
 /// The copy and the generation it is synced to.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Replica {
     state: ClusterState,
     synced: u64,
