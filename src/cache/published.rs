@@ -30,9 +30,11 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
 
 use arc_swap::ArcSwapOption;
 use parking_lot::Mutex;
+use tracing::info;
 
 use super::{Cache, ClusterState, Replica};
 
@@ -80,6 +82,8 @@ pub struct PublishStats {
     pub copied_nodes: u64,
     /// Full copies (first sync, relists, new zone dimensions).
     pub full_copies: u64,
+    /// Time spent syncing buffers under the read lock, in microseconds.
+    pub sync_micros: u64,
 }
 
 /// The published snapshot and the publisher's spare buffer.
@@ -131,6 +135,12 @@ impl Published {
             held_or_none => {
                 if matches!(held_or_none, Some(Err(_))) {
                     publisher.stats.held += 1;
+                    // Rare (a request outlasting two publishes) and a full
+                    // copy of the indexes each time: worth seeing in the log.
+                    info!(
+                        held = publisher.stats.held,
+                        "a request still reads the spare snapshot; publishing a copy"
+                    );
                 }
                 match &current {
                     // A full copy: made without holding the writers off.
@@ -147,12 +157,15 @@ impl Published {
         let writes = cache.generation();
         let changes_seq = cache.changes().seq();
         let (nodes_before, full_before) = next.copies();
+        let started = Instant::now();
         next.sync(&shared);
         drop(shared);
+        let took = started.elapsed();
         let (nodes_after, full_after) = next.copies();
         let stats = &mut publisher.stats;
         stats.copied_nodes += nodes_after - nodes_before;
         stats.full_copies += full_after - full_before;
+        stats.sync_micros += u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
         stats.published += 1;
         let next = Arc::new(Snapshot {
             replica: next,

@@ -2,9 +2,10 @@
 //! derived from them.
 //!
 //! `ClusterState` is updated by one writer (the watch loops or a snapshot
-//! file) and read by requests under a shared lock; a request holds the read
-//! guard for its whole evaluation, which gives it one consistent view without
-//! copying anything.
+//! file) under the cache's lock. Nothing evaluates on it there: requests and
+//! the standalone cycle read replicas of it, which catch up under the read
+//! lock by copying the nodes changed since ([`Replica`](crate::cache::Replica)),
+//! sharing node and pod records by `Arc`.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
