@@ -9,15 +9,20 @@
 //! - [`changes`]: which nodes changed, for the extender's parked-pod re-checks.
 //! - [`generations`] and [`Replica`]: per-node change numbers, and the
 //!   standalone scheduler's private copy that catches up on them.
+//! - [`published`]: the immutable snapshot extender requests read, two
+//!   replicas taking turns.
 //! - [`snapshot_file`]: fills the same state from a YAML/JSON file instead.
 //!
-//! Requests read through [`Cache::read`]: the guard is their consistent
-//! snapshot for the length of one evaluation.
+//! Extender requests read [`Cache::snapshot`]: an immutable view at least as
+//! new as every write completed before they asked, evaluated without the
+//! lock. Writers and the replicas' syncs use [`Cache::write`] and
+//! [`Cache::read`].
 
 pub mod changes;
 pub mod generations;
 pub mod node_inputs;
 mod objects;
+pub mod published;
 mod replica;
 pub mod snapshot_file;
 mod state;
@@ -26,12 +31,14 @@ pub mod watch_health;
 pub mod watch_stream;
 pub mod zone_index;
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 pub use changes::{ChangeFeed, Changes};
 pub use objects::Objects;
+pub use published::{PublishStats, Published, Snapshot};
 pub use replica::{Replica, SyncStats};
 pub use state::{ClusterState, NodeUsage, Stored};
 pub use watch_health::{WatchHealth, WatchHealthSet};
@@ -48,6 +55,8 @@ pub struct Cache {
     generation: AtomicU64,
     changes: ChangeFeed,
     watches: WatchHealthSet,
+    /// Built on the first request (standalone mode never pays for it).
+    published: Published,
 }
 
 impl Cache {
@@ -65,6 +74,18 @@ impl Cache {
         c.mark_nodes_synced();
         c.mark_pods_synced();
         c
+    }
+
+    /// The view an extender request evaluates on: reflects every write
+    /// completed before this call; hold it for one evaluation (a snapshot
+    /// still held two publishes later costs the next one a copy).
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.published.fresh(self)
+    }
+
+    /// What publishing [`Cache::snapshot`]s cost so far.
+    pub fn publish_stats(&self) -> PublishStats {
+        self.published.stats()
     }
 
     /// A consistent read view; hold it for one evaluation, not across awaits.

@@ -12,8 +12,8 @@
 //! preemption's dry runs move pods in the replica, not in the state requests
 //! read.
 //!
-//! Node records are shared by `Arc` with the shared state, so a copied node
-//! costs a pointer; pods are cloned (their specs are `Arc`s too).
+//! Node and pod records are shared by `Arc` with the shared state, so a
+//! copied node or pod costs a pointer (and the indexes' keys).
 
 use std::sync::Arc;
 
@@ -21,7 +21,7 @@ use crate::cache::ClusterState;
 use crate::objects::NodeInfo;
 
 /// The copy and the generation it is synced to.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Replica {
     state: ClusterState,
     synced: u64,
@@ -139,9 +139,12 @@ fn copy_node(view: &mut ClusterState, shared: &ClusterState, name: &str) -> bool
         }
         _ => false,
     };
-    for p in shared.pods_on(name) {
-        if view.pod(&p.namespace, &p.name) != Some(p) {
-            view.apply_pod(p.clone());
+    for p in shared.shared_pods_on(name) {
+        let same = view
+            .shared_pod(&p.namespace, &p.name)
+            .is_some_and(|v| Arc::ptr_eq(v, p));
+        if !same {
+            view.apply_shared_pod(p.clone());
         }
     }
     record_changed
@@ -270,6 +273,27 @@ mod tests {
         shared.replace_pods(vec![pod("s", "a", "1")]);
         assert!(r.sync(&shared).full, "a relist is copied whole");
         assert_eq!(observed(r.state()), observed(&shared));
+    }
+
+    #[test]
+    fn copies_share_the_pod_records() {
+        let mut shared = ClusterState::default();
+        shared.apply_node(node("a", "z1"));
+        shared.apply_pod(pod("p", "a", "1"));
+        let mut r = Replica::default();
+        assert!(r.sync(&shared).full);
+        shared.apply_pod(pod("q", "a", "1"));
+        assert!(!r.sync(&shared).full);
+        for name in ["p", "q"] {
+            let (view, stored) = (
+                r.state().shared_pod("ns", name),
+                shared.shared_pod("ns", name),
+            );
+            assert!(
+                view.zip(stored).is_some_and(|(v, s)| Arc::ptr_eq(v, s)),
+                "{name} is copied, not shared"
+            );
+        }
     }
 
     #[test]

@@ -159,6 +159,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         }
         _ => None,
     };
+    let cache = state.cache.clone();
     let app = crate::server::router(state, verbs, Some(explainer));
     let listener = Listener::bind(args.listen).await?;
     let listen = listener.local_addr();
@@ -187,7 +188,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     if let Some(task) = scheduling {
         let _ = task.await;
     }
-    info!("placer stopped");
+    info!(request_snapshots = ?cache.publish_stats(), "placer stopped");
     Ok(())
 }
 

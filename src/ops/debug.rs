@@ -1,5 +1,6 @@
-//! `/policy` (the policy in force, defaults filled) and `/debug/zones` (what
-//! the zone index holds), for operators checking what placer sees.
+//! `/policy` (the policy in force, defaults filled), `/debug/zones` (what
+//! the zone index holds) and `/debug/snapshot` (what the extender's
+//! published snapshots cost), for operators checking what placer sees.
 
 use std::collections::BTreeMap;
 
@@ -9,7 +10,7 @@ use serde::Serialize;
 
 use std::sync::Arc;
 
-use crate::cache::{Cache, ClusterState, CountDimension};
+use crate::cache::{Cache, ClusterState, CountDimension, PublishStats};
 use crate::policy::Policy;
 use crate::state::LivePolicy;
 
@@ -42,6 +43,12 @@ pub struct ZoneView {
 /// Per dimension and zone: node count and counted pods.
 pub async fn zones(State(cache): State<Arc<Cache>>) -> Json<Vec<DimensionView>> {
     Json(zone_views(&cache.read()))
+}
+
+/// What publishing the extender's snapshots cost so far (how often a
+/// request still held the spare buffer, how many nodes the syncs copied).
+pub async fn snapshot(State(cache): State<Arc<Cache>>) -> Json<PublishStats> {
+    Json(cache.publish_stats())
 }
 
 /// Builds the `/debug/zones` view (O(nodes + keys); not on the request path).

@@ -20,7 +20,7 @@ use crate::state::AppState;
 
 /// The full router: verbs (or their 404 stand-ins) and `/explain` over the
 /// extender's state; `/explain/pods/...` over the explainer; health, readiness, `/metrics`, `/policy` and
-/// `/debug/zones` over the service state; JSON errors for unknown paths and
+/// `/debug/zones` and `/debug/snapshot` over the service state; JSON errors for unknown paths and
 /// methods; handler panics answered with 500.
 pub fn router(state: AppState, verbs: ExtenderState, explainer: ExplainState) -> Router {
     let metrics = state.metrics.clone();
@@ -33,6 +33,7 @@ pub fn router(state: AppState, verbs: ExtenderState, explainer: ExplainState) ->
         .route("/readyz", get(health::readyz))
         .route("/policy", get(debug::policy))
         .route("/debug/zones", get(debug::zones))
+        .route("/debug/snapshot", get(debug::snapshot))
         .route("/metrics", get(metrics::metrics))
         .fallback(not_found)
         // Applies to the routes above, so it must come after them.

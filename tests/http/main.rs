@@ -17,6 +17,7 @@ mod errors;
 mod explain;
 mod explain_pods;
 mod filter;
+mod freshness;
 mod invalid_pod;
 mod ops;
 mod preempt;

@@ -2,9 +2,10 @@
 //! derived from them.
 //!
 //! `ClusterState` is updated by one writer (the watch loops or a snapshot
-//! file) and read by requests under a shared lock; a request holds the read
-//! guard for its whole evaluation, which gives it one consistent view without
-//! copying anything.
+//! file) under the cache's lock. Nothing evaluates on it there: requests and
+//! the standalone cycle read replicas of it, which catch up under the read
+//! lock by copying the nodes changed since ([`Replica`](crate::cache::Replica)),
+//! sharing node and pod records by `Arc`.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -33,7 +34,9 @@ pub use node_table::NodeUsage;
 #[derive(Debug, Default, Clone)]
 pub struct ClusterState {
     nodes: NodeTable,
-    pods: HashMap<String, PodInfo>,
+    /// Shared by `Arc`, so a replica's copy of a pod is a pointer (at
+    /// 150,000 pods a copy of the records themselves cost ~250 MB).
+    pods: HashMap<String, Arc<PodInfo>>,
     pods_by_node: HashMap<String, HashSet<String>, foldhash::fast::RandomState>,
     zones: ZoneIndex,
     /// Which labels are interned inline in every node record.
@@ -96,6 +99,11 @@ impl ClusterState {
 
     /// The assigned pod `namespace/name`.
     pub fn pod(&self, namespace: &str, name: &str) -> Option<&PodInfo> {
+        self.shared_pod(namespace, name).map(Arc::as_ref)
+    }
+
+    /// The assigned pod `namespace/name` as stored (for replicas).
+    pub fn shared_pod(&self, namespace: &str, name: &str) -> Option<&Arc<PodInfo>> {
         self.pods.get(&pod_key(namespace, name))
     }
 
@@ -113,6 +121,11 @@ impl ClusterState {
 
     /// The pods assigned to node `name`.
     pub fn pods_on(&self, name: &str) -> impl Iterator<Item = &PodInfo> {
+        self.shared_pods_on(name).map(Arc::as_ref)
+    }
+
+    /// The pods assigned to node `name` as stored (for replicas).
+    pub fn shared_pods_on(&self, name: &str) -> impl Iterator<Item = &Arc<PodInfo>> {
         self.pods_by_node
             .get(name)
             .into_iter()
@@ -122,13 +135,16 @@ impl ClusterState {
 
     /// Every assigned pod.
     pub fn pods(&self) -> impl Iterator<Item = &PodInfo> {
-        self.pods.values()
+        self.pods.values().map(Arc::as_ref)
     }
 
     /// The assigned pods with any pod affinity or anti-affinity term, so
     /// that InterPodAffinity does not walk every pod for a pod without terms.
     pub fn pods_with_affinity(&self) -> impl Iterator<Item = &PodInfo> {
-        self.with_affinity.iter().filter_map(|k| self.pods.get(k))
+        self.with_affinity
+            .iter()
+            .filter_map(|k| self.pods.get(k))
+            .map(Arc::as_ref)
     }
 
     /// The assigned pods with a required pod anti-affinity term.
@@ -136,6 +152,7 @@ impl ClusterState {
         self.with_required_anti
             .iter()
             .filter_map(|k| self.pods.get(k))
+            .map(Arc::as_ref)
     }
 
     /// The objects of one keyed kind (budgets, claims, volumes, storage
@@ -309,8 +326,18 @@ impl ClusterState {
     /// Returns the node whose pods changed, `None` when nothing did (the same
     /// record again, or a pod that was never counted).
     pub fn apply_pod(&mut self, pod: PodInfo) -> Option<String> {
+        self.apply_shared_pod(Arc::new(pod))
+    }
+
+    /// [`apply_pod`](Self::apply_pod) for a record another state holds
+    /// (a replica catching up shares it).
+    pub fn apply_shared_pod(&mut self, pod: Arc<PodInfo>) -> Option<String> {
         let key = pod_key(&pod.namespace, &pod.name);
-        if self.pods.get(&key) == Some(&pod) {
+        if self
+            .pods
+            .get(&key)
+            .is_some_and(|p| Arc::ptr_eq(p, &pod) || **p == *pod)
+        {
             return None;
         }
         let forgotten = self.forget_pod(&key);

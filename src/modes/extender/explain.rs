@@ -47,11 +47,12 @@ pub async fn explain(
 pub fn evaluate(state: &ExtenderState, args: ExtenderArgsRef<'_>) -> Result<Explanation, ApiError> {
     let policy = state.policy.load();
     let req = request::decode(args)?;
-    let cluster = state.cache.read();
-    let resolved = req.resolve(&cluster);
+    let snapshot = state.cache.snapshot();
+    let cluster = snapshot.state();
+    let resolved = req.resolve(cluster);
     let framework = request::profile_for(&policy, &req.pod).map_err(ApiError::bad_request)?;
     let nodes: Vec<_> = request::with_positions(&resolved.nodes)
         .map(|(r, at)| (r.name.to_string(), at.map(|k| resolved.known[k])))
         .collect();
-    Ok(explain_pod(&framework, &req.pod, &nodes, &cluster))
+    Ok(explain_pod(&framework, &req.pod, &nodes, cluster))
 }

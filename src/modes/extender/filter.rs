@@ -86,23 +86,26 @@ pub fn respond(state: &ExtenderState, args: ExtenderArgsRef<'_>) -> Result<Answe
     }
     let policy = state.policy.load();
     let req = request::decode(args)?;
-    let cluster = state.cache.read();
-    // Read under the lock: changes reported later are newer than this view.
-    let seen_seq = state.cache.changes().seq();
-    let Resolved { nodes, known } = req.resolve(&cluster);
+    // After the policy: a reload's new dimensions are written before it
+    // stores the policy, so this view has them.
+    let snapshot = state.cache.snapshot();
+    let cluster = snapshot.state();
+    // Taken with the view: changes reported later are newer than it.
+    let seen_seq = snapshot.changes_seq();
+    let Resolved { nodes, known } = req.resolve(cluster);
     state.metrics.observe_nodes("filter", nodes.len());
     let framework = match request::profile_for(&policy, &req.pod) {
         Ok(f) => f,
         Err(message) => return Ok(Answer::error(message)),
     };
     let mut cycle = CycleState::new();
-    let pre = framework.pre_filter(&mut cycle, &req.pod, &cluster);
+    let pre = framework.pre_filter(&mut cycle, &req.pod, cluster);
     let mut rejections: Vec<(usize, Status)> = Vec::new();
-    framework.filter_nodes_each(&cycle, &pre, &req.pod, &known, &cluster, |i, s| {
+    framework.filter_nodes_each(&cycle, &pre, &req.pod, &known, cluster, |i, s| {
         rejections.push((i, s))
     });
     drop(known);
-    drop(cluster);
+    drop(snapshot);
     // They come plugin by plugin; the answer walks the nodes in order.
     rejections.sort_unstable_by_key(|&(i, _)| i);
     if let Some((_, s)) = rejections.iter().find(|(_, s)| s.code() == Code::Error) {

@@ -49,16 +49,17 @@ pub fn evaluate(
     }
     let policy = state.policy.load();
     let framework = request::profile_for(&policy, &pod).map_err(ApiError::internal)?;
-    let cluster = state.cache.read();
+    let snapshot = state.cache.snapshot();
+    let cluster = snapshot.state();
     let mut cycle = CycleState::new();
-    let pre = framework.pre_filter(&mut cycle, &pod, &cluster);
+    let pre = framework.pre_filter(&mut cycle, &pod, cluster);
     let kept = candidates
         .into_iter()
         .filter(|(name, _)| {
             let Some(node) = cluster.node(name) else {
                 return true;
             };
-            let verdict = framework.filter_node(&cycle, &pre, &pod, node, &cluster);
+            let verdict = framework.filter_node(&cycle, &pre, &pod, node, cluster);
             !matches!(verdict, Some(s) if s.code() == Code::UnschedulableAndUnresolvable)
         })
         .collect();

@@ -31,15 +31,16 @@ pub fn respond(state: &ExtenderState, args: ExtenderArgsRef<'_>) -> Result<Vec<u
     }
     let policy = state.policy.load();
     let req = request::decode(args)?;
-    let cluster = state.cache.read();
-    let Resolved { nodes, known } = req.resolve(&cluster);
+    let snapshot = state.cache.snapshot();
+    let cluster = snapshot.state();
+    let Resolved { nodes, known } = req.resolve(cluster);
     state.metrics.observe_nodes("prioritize", nodes.len());
     let framework = request::profile_for(&policy, &req.pod).map_err(ApiError::internal)?;
     let table = framework
-        .score_totals(&mut CycleState::new(), &req.pod, &known, &cluster)
+        .score_totals(&mut CycleState::new(), &req.pod, &known, cluster)
         .map_err(|s| ApiError::internal(s.attributed_message()))?;
     drop(known);
-    drop(cluster);
+    drop(snapshot);
     let mut out = Vec::with_capacity(2 + nodes.len() * 64);
     encode::priorities(
         &mut out,

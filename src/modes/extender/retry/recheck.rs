@@ -49,8 +49,9 @@ pub struct Outcome {
     pub bound: Vec<Arc<ParkedPod>>,
 }
 
-/// Re-checks `entries` after `changes`, reading the cache one pod at a time
-/// (so a full re-check never holds the writers off for long).
+/// Re-checks `entries` after `changes`, on a fresh snapshot per pod: each
+/// sees every change taken so far, and none is held for a whole re-check
+/// (a snapshot still read two publishes later costs the publisher a copy).
 pub fn recheck(
     entries: &[Arc<ParkedPod>],
     changes: &Changes,
@@ -60,8 +61,9 @@ pub fn recheck(
 ) -> Outcome {
     let mut out = Outcome::default();
     for entry in entries {
-        let cluster = cache.read();
-        if is_bound(&entry.pod, &cluster) {
+        let snapshot = cache.snapshot();
+        let cluster = snapshot.state();
+        if is_bound(&entry.pod, cluster) {
             out.bound.push(entry.clone());
             continue;
         }
@@ -71,10 +73,10 @@ pub fn recheck(
         // Cleared once checked: the full look covers what it may have missed.
         let late = entry.late.swap(false, Ordering::AcqRel);
         let freed = if changes.everything || late {
-            passes_any(framework, gate, &entry.pod, cluster.nodes(), &cluster)
+            passes_any(framework, gate, &entry.pod, cluster.nodes(), cluster)
         } else {
             let nodes = changes.nodes.iter().filter_map(|n| cluster.node(n));
-            passes_any(framework, gate, &entry.pod, nodes, &cluster)
+            passes_any(framework, gate, &entry.pod, nodes, cluster)
         };
         if freed {
             out.freed.push(entry.clone());
