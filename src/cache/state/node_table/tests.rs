@@ -136,3 +136,26 @@ fn a_record_goes_in_at_the_index_it_carries() {
     assert_eq!(fresh, [2, 3, 4, 6]);
     assert_eq!(t.len(), 7);
 }
+
+#[test]
+fn names_on_both_sides_of_the_inline_length_are_found_and_told_apart() {
+    let names: Vec<String> = [INLINE_NAME - 1, INLINE_NAME, INLINE_NAME + 1, 300]
+        .into_iter()
+        .flat_map(|len| ["a".repeat(len), format!("{}b", "a".repeat(len - 1))])
+        .chain([String::new(), "ü".repeat(30)])
+        .collect();
+    let mut t = NodeTable::default();
+    for n in &names {
+        add(&mut t, n);
+    }
+    assert_eq!(t.len(), names.len());
+    for n in &names {
+        assert_eq!(t.get(n).map(|r| r.name.as_str()), Some(n.as_str()));
+    }
+    assert!(t.get(&"a".repeat(INLINE_NAME + 2)).is_none());
+    assert!(t.get(&"a".repeat(INLINE_NAME - 2)).is_none());
+    for n in &names {
+        assert!(t.remove(n).is_some(), "{n} removes");
+    }
+    assert_eq!(t.len(), 0);
+}
