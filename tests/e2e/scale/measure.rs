@@ -77,6 +77,29 @@ pub struct Outcome {
     pub metrics_after: (String, String),
     /// What configuration f's extender probe saw.
     pub probe: Option<ProbeOutcome>,
+    /// Where the pods went.
+    pub placement: Placement,
+}
+
+/// How evenly the pods (initial and measured) sit across zones and nodes: the balance that
+/// ZoneSpread and topology spreading aim at, compared across configurations.
+pub struct Placement {
+    /// Pods per zone, zone by zone.
+    pub per_zone: Vec<usize>,
+    /// Fewest and most pods on one node, over every node of the run; the capability rule puts
+    /// the pods asking for hardware encryption on half the nodes, in every configuration that
+    /// applies it.
+    pub node_min: usize,
+    pub node_max: usize,
+}
+
+impl Placement {
+    /// Most minus fewest pods per zone.
+    pub fn zone_skew(&self) -> usize {
+        let max = self.per_zone.iter().max().copied().unwrap_or(0);
+        let min = self.per_zone.iter().min().copied().unwrap_or(0);
+        max - min
+    }
 }
 
 /// The extender probe of one run (`probe`).
@@ -205,7 +228,7 @@ pub async fn run(setup: &Setup<'_>, config: Config, workload: Workload) -> anyho
         .max()
         .map_or(Duration::ZERO, |last| last.duration_since(start));
 
-    check(setup, config, &watch, &bindings)?;
+    let placement = check(setup, config, &watch, &bindings)?;
     let probe = match (burst, probe_request) {
         (Some(burst), Some(request)) => {
             if let Some((samples, _)) = &idle {
@@ -244,17 +267,19 @@ pub async fn run(setup: &Setup<'_>, config: Config, workload: Workload) -> anyho
         metrics_before,
         metrics_after,
         probe,
+        placement,
     })
 }
 
 /// Every pod on one of the test's nodes, never moved; the capability rule obeyed where the
 /// configuration applies it; no node over its allocatable pods or CPU (initial pods included).
+/// Returns where the pods went.
 fn check(
     setup: &Setup<'_>,
     config: Config,
     watch: &BindWatch,
     bindings: &HashMap<String, Bound>,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Placement> {
     let size = setup.size;
     ensure!(
         bindings.len() == size.pods,
@@ -295,7 +320,31 @@ fn check(
         over.is_empty(),
         "{config:?}: nodes over allocatable: {over:?}"
     );
-    Ok(())
+    let placement = placement(size.nodes, &per_node);
+    let placed: usize = placement.per_zone.iter().sum();
+    ensure!(
+        placed == size.initial_pods() + size.pods,
+        "{config:?}: {placed} pods counted in zones, {} created",
+        size.initial_pods() + size.pods
+    );
+    Ok(placement)
+}
+
+/// [`Placement`] of `per_node` pods (by node index) over `nodes` nodes.
+fn placement(nodes: usize, per_node: &HashMap<usize, usize>) -> Placement {
+    let mut per_zone = vec![0; workload::ZONES];
+    let (mut node_min, mut node_max) = (usize::MAX, 0);
+    for i in 0..nodes {
+        let n = per_node.get(&i).copied().unwrap_or(0);
+        per_zone[workload::zone_of(i)] += n;
+        node_min = node_min.min(n);
+        node_max = node_max.max(n);
+    }
+    Placement {
+        per_zone,
+        node_min: node_min.min(node_max),
+        node_max,
+    }
 }
 
 /// (average, p50, p90) pods per second, sampled per second from `start` to the last binding.

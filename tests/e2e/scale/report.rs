@@ -160,8 +160,38 @@ pub fn render(size: Size, outcomes: &[Outcome]) -> String {
             quantiles(&hist(o, true, "placer_bind_duration_seconds", &[]), &q3),
         );
     }
+    placement_table(&mut out, outcomes);
     probe_table(&mut out, outcomes);
     out
+}
+
+/// Where each run's pods went: per zone (and the skew ZoneSpread keeps down) and per node.
+fn placement_table(out: &mut String, outcomes: &[Outcome]) {
+    out.push_str(
+        "\nPlacement, initial and measured pods: pods per zone, the zones' skew (most − fewest) \
+         and the fewest / most pods on one node.\n\n\
+         | workload | configuration | pods per zone | zone skew | pods per node min / max |\n\
+         | --- | --- | --- | ---: | --- |\n",
+    );
+    for o in outcomes {
+        let p = &o.placement;
+        let zones = p
+            .per_zone
+            .iter()
+            .map(usize::to_string)
+            .collect::<Vec<_>>()
+            .join(" / ");
+        let _ = writeln!(
+            out,
+            "| {} | {}. {} | {zones} | {} | {} / {} |",
+            o.workload.label(),
+            o.config.letter(),
+            o.config.describe(),
+            p.zone_skew(),
+            p.node_min,
+            p.node_max,
+        );
+    }
 }
 
 /// Configuration f's probe: client-side and server-side latencies, idle and during the burst.

@@ -20,7 +20,7 @@ use crate::harness::{PodBuilder, RUN_LABEL, TestEnv, ZONE_LABEL};
 pub const HW_ANNOTATION: &str = "myorg.io/require-hw-encrypt";
 pub const HW_LABEL: &str = "node.kubernetes.io/hw-encrypt";
 /// Zones the nodes are spread over, round-robin.
-const ZONES: usize = 3;
+pub const ZONES: usize = 3;
 /// Allocatable of every node: room for every size's pods with the requests below.
 pub const NODE_PODS: usize = 110;
 pub const NODE_MILLICPU: u64 = 32_000;
@@ -71,6 +71,11 @@ pub fn node_name(env: &TestEnv, i: usize) -> String {
     env.name(&format!("n{i:05}"))
 }
 
+/// The zone (0 to [`ZONES`] − 1) of node `i`.
+pub fn zone_of(i: usize) -> usize {
+    i % ZONES
+}
+
 /// Whether node `i` has hardware encryption (every other node).
 pub fn node_has_hw(i: usize) -> bool {
     i.is_multiple_of(2)
@@ -83,7 +88,7 @@ fn node(env: &TestEnv, i: usize) -> Node {
         .node(&format!("n{i:05}"))
         .cpu(&(NODE_MILLICPU / 1000).to_string())
         .memory("256Gi")
-        .label(ZONE_LABEL, &env.name(&format!("z{}", i % ZONES)));
+        .label(ZONE_LABEL, &env.name(&format!("z{}", zone_of(i))));
     match i % 3 {
         0 => builder = builder.label("net", "high"),
         1 => builder = builder.label("net", "low"),
