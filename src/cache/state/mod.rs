@@ -251,7 +251,6 @@ impl ClusterState {
     /// updates such as heartbeats change nothing placer keeps).
     pub fn apply_node(&mut self, mut node: NodeInfo) -> bool {
         self.label_slots.assign(&mut node);
-        node.index = NodeIndex::at(self.nodes.index_for(&node.name));
         self.apply_shared_node(Arc::new(node))
     }
 

@@ -5,14 +5,14 @@ use std::ops::ControlFlow;
 use rayon::prelude::*;
 
 use super::{ExtensionPoint, Framework, NodeRef, PARALLEL_MIN_NODES, PluginError};
-
-/// Nodes per parallel Filter batch: large enough that a batch's dynamic call
-/// and its cycle-state read are lost in its nodes' work.
-const PARALLEL_CHUNK: usize = 1024;
 use crate::cache::ClusterState;
 use crate::framework::interface::{Diagnosis, Nominating, PostFilterResult};
 use crate::framework::{Code, CycleState, PreFilterResult, Reason, Status};
 use crate::objects::{NodeInfo, PodInfo};
+
+/// Nodes per parallel Filter batch: large enough that a batch's dynamic call
+/// and its cycle-state read are lost in its nodes' work.
+const PARALLEL_CHUNK: usize = 1024;
 
 impl Framework {
     /// Runs every PreFilter plugin; the first rejection stops the run.
@@ -210,9 +210,11 @@ impl Framework {
     /// Runs plugin by plugin over the nodes still feasible (the same verdicts
     /// as node by node, since each node stops at its first rejection), so each
     /// plugin's time is measured once per request, and each plugin is called
-    /// once per request ([`FilterPlugin::filter_batch`](crate::framework::FilterPlugin::filter_batch)),
-    /// or once per chunk of nodes in parallel when the request is large. The calls come in that order: PreFilter's ruled-out
-    /// nodes, then each plugin's rejections, each group in node order.
+    /// once per request
+    /// ([`FilterPlugin::filter_batch`](crate::framework::FilterPlugin::filter_batch)),
+    /// or once per chunk of nodes in parallel when the request is large. The
+    /// calls come in that order: PreFilter's ruled-out nodes, then each
+    /// plugin's rejections, each group in node order.
     pub fn filter_nodes_each<N: NodeRef>(
         &self,
         state: &CycleState,
