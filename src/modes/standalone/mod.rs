@@ -25,3 +25,6 @@ pub mod report;
 pub mod sample;
 pub mod scheduler;
 pub mod view;
+
+#[cfg(test)]
+mod tests;

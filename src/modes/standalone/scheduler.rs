@@ -132,6 +132,24 @@ impl Standalone {
             this.queue.clone(),
             this.state.clone(),
         ));
+        if wait_for_cache_sync(&this.state.cache, &mut stop).await {
+            Self::schedule_until_stopped(&this, &mut leadership, &mut stop).await;
+        }
+        info!("scheduling loop stopping; waiting for binds and reports in flight");
+        let _ = this.tasks.acquire_many(MAX_TASKS).await;
+        this.state.metrics.leader.set(0);
+        if let Some(l) = leadership {
+            l.release().await;
+        }
+    }
+
+    /// Pops and schedules pods while leading, until `stop` turns true or
+    /// leader election ends.
+    async fn schedule_until_stopped(
+        this: &Arc<Self>,
+        leadership: &mut Option<Leadership>,
+        stop: &mut signal::Receiver<bool>,
+    ) {
         loop {
             let leading = leadership.as_ref().is_none_or(Leadership::is_leader);
             this.state.metrics.leader.set(i64::from(leading));
@@ -152,12 +170,6 @@ impl Standalone {
                 }
             };
             this.clone().schedule(next).await;
-        }
-        info!("scheduling loop stopping; waiting for binds and reports in flight");
-        let _ = this.tasks.acquire_many(MAX_TASKS).await;
-        this.state.metrics.leader.set(0);
-        if let Some(l) = leadership {
-            l.release().await;
         }
     }
 
@@ -330,6 +342,32 @@ impl Standalone {
             }
         }
     }
+}
+
+/// How often the loop checks, before its first attempt, whether the cache
+/// has listed every node and pod.
+const SYNC_POLL: Duration = Duration::from_millis(50);
+
+/// Waits until the cache holds a complete list of nodes and pods, as
+/// kube-scheduler waits for its informers' caches before scheduling: an
+/// attempt on a partial cache fails pods for nodes not listed yet (a
+/// FailedScheduling event, then backoff), or fits them on nodes whose pods
+/// are not all counted yet. Pods queue meanwhile. False if `stop` came first.
+async fn wait_for_cache_sync(cache: &Cache, stop: &mut signal::Receiver<bool>) -> bool {
+    if cache.is_synced() {
+        return true;
+    }
+    info!("waiting for the cache to list every node and pod before scheduling");
+    let started = std::time::Instant::now();
+    let mut poll = tokio::time::interval(SYNC_POLL);
+    while !cache.is_synced() {
+        tokio::select! {
+            _ = poll.tick() => {}
+            _ = stop.changed() => return false,
+        }
+    }
+    info!(waited = ?started.elapsed(), "cache synced; scheduling starts");
+    true
 }
 
 /// Feeds unassigned pods of placer's profiles into the queue; pods deleted
