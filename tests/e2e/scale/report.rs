@@ -54,6 +54,16 @@ fn quantiles(h: &Histogram, qs: &[f64]) -> String {
         .join(" / ")
 }
 
+/// The first two cells of a run's row in every table: its workload and configuration.
+fn run_label(o: &Outcome) -> String {
+    format!(
+        "{} | {}. {}",
+        o.workload.label(),
+        o.config.letter(),
+        o.config.describe()
+    )
+}
+
 fn per_thousand(cpu: f64, pods: usize) -> f64 {
     cpu * 1000.0 / pods as f64
 }
@@ -95,10 +105,8 @@ pub fn render(size: Size, outcomes: &[Outcome]) -> String {
             .join("; ");
         let _ = writeln!(
             out,
-            "| {} | {}. {} | {:.0} | {:.0} | {:.0} | {:.1} | {:.2} ({parts}) | {infra} | {memory} |",
-            o.workload.label(),
-            o.config.letter(),
-            o.config.describe(),
+            "| {} | {:.0} | {:.0} | {:.0} | {:.1} | {:.2} ({parts}) | {infra} | {memory} |",
+            run_label(o),
             o.rate.0,
             o.rate.1,
             o.rate.2,
@@ -135,10 +143,8 @@ pub fn render(size: Size, outcomes: &[Outcome]) -> String {
         };
         let _ = writeln!(
             out,
-            "| {} | {}. {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-            o.workload.label(),
-            o.config.letter(),
-            o.config.describe(),
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            run_label(o),
             quantiles(
                 &hist(
                     o,
@@ -183,10 +189,8 @@ fn placement_table(out: &mut String, outcomes: &[Outcome]) {
             .join(" / ");
         let _ = writeln!(
             out,
-            "| {} | {}. {} | {zones} | {} | {} / {} |",
-            o.workload.label(),
-            o.config.letter(),
-            o.config.describe(),
+            "| {} | {zones} | {} | {} / {} |",
+            run_label(o),
             p.zone_skew(),
             p.node_min,
             p.node_max,
