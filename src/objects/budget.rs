@@ -36,7 +36,7 @@ impl From<&PodDisruptionBudget> for DisruptionBudget {
             namespace,
             name,
             selector: pdb.spec.as_ref().and_then(|s| s.selector.clone()),
-            disruptions_allowed: status.map_or(0, |s| s.disruptions_allowed),
+            disruptions_allowed: status.and_then(|s| s.disruptions_allowed).unwrap_or(0),
             disrupted_pods: status
                 .and_then(|s| s.disrupted_pods.as_ref())
                 .map(|m| m.keys().cloned().collect())

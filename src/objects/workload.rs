@@ -91,7 +91,7 @@ impl From<&ReplicaSet> for ReplicaSetSelector {
         Controller(ControllerSelector {
             namespace,
             name,
-            selector: rs.spec.as_ref().map(|s| s.selector.clone()),
+            selector: Some(rs.spec.selector.clone()),
         })
     }
 }
@@ -102,7 +102,7 @@ impl From<&StatefulSet> for StatefulSetSelector {
         Controller(ControllerSelector {
             namespace,
             name,
-            selector: ss.spec.as_ref().map(|s| s.selector.clone()),
+            selector: Some(ss.spec.selector.clone()),
         })
     }
 }

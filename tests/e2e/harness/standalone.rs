@@ -371,7 +371,10 @@ impl TestEnv {
                 .create_subresource("token", name, &PostParams::default(), &request)
                 .await
                 .with_context(|| format!("request a token for service account {name}"))?;
-        let token = token.status.context("token request without status")?.token;
+        let token = token
+            .status
+            .and_then(|s| s.token)
+            .context("token request without a token in its status")?;
         let path = self.dir().join(format!("{name}.kubeconfig"));
         let kubeconfig = kubeconfig_yaml(
             self.cluster().server(),
