@@ -9,9 +9,12 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
 
 use crate::cache::ClusterState;
-use crate::framework::{CycleState, Framework, Status};
+use crate::framework::{CycleState, Framework, Status, WaitingPods};
 use crate::objects::{NodeInfo, PodInfo};
 
 /// Highest score a score plugin may give a node (kube-scheduler's `MaxNodeScore`).
@@ -57,6 +60,26 @@ pub trait Plugin: Send + Sync {
     fn as_score(&self) -> Option<&dyn ScorePlugin> {
         None
     }
+    /// This plugin as a Reserve plugin, if it is one.
+    fn as_reserve(&self) -> Option<&dyn ReservePlugin> {
+        None
+    }
+    /// This plugin as a Permit plugin, if it is one.
+    fn as_permit(&self) -> Option<&dyn PermitPlugin> {
+        None
+    }
+    /// This plugin as a PreBind plugin, if it is one.
+    fn as_pre_bind(&self) -> Option<&dyn PreBindPlugin> {
+        None
+    }
+    /// This plugin as a Bind plugin, if it is one.
+    fn as_bind(&self) -> Option<&dyn BindPlugin> {
+        None
+    }
+    /// This plugin as a PostBind plugin, if it is one.
+    fn as_post_bind(&self) -> Option<&dyn PostBindPlugin> {
+        None
+    }
 }
 
 /// A pod waiting in the scheduling queue.
@@ -87,7 +110,8 @@ pub trait PreEnqueuePlugin: Plugin {
 /// points it takes part in, e.g.
 /// `placer::plugin!(NetQos, "NetQoS", [pre_score, score]);`.
 /// Points: `queue_sort`, `pre_enqueue`, `pre_filter`, `pre_filter_extensions`,
-/// `filter`, `post_filter`, `pre_score`, `score`.
+/// `filter`, `post_filter`, `pre_score`, `score`, `reserve`, `permit`,
+/// `pre_bind`, `bind`, `post_bind`.
 #[macro_export]
 macro_rules! plugin {
     ($ty:ty, $name:expr, [$($point:ident),* $(,)?]) => {
@@ -121,6 +145,21 @@ macro_rules! plugin {
     };
     (@as score) => {
         fn as_score(&self) -> Option<&dyn $crate::framework::ScorePlugin> { Some(self) }
+    };
+    (@as reserve) => {
+        fn as_reserve(&self) -> Option<&dyn $crate::framework::ReservePlugin> { Some(self) }
+    };
+    (@as permit) => {
+        fn as_permit(&self) -> Option<&dyn $crate::framework::PermitPlugin> { Some(self) }
+    };
+    (@as pre_bind) => {
+        fn as_pre_bind(&self) -> Option<&dyn $crate::framework::PreBindPlugin> { Some(self) }
+    };
+    (@as bind) => {
+        fn as_bind(&self) -> Option<&dyn $crate::framework::BindPlugin> { Some(self) }
+    };
+    (@as post_bind) => {
+        fn as_post_bind(&self) -> Option<&dyn $crate::framework::PostBindPlugin> { Some(self) }
     };
 }
 
@@ -348,4 +387,96 @@ pub trait ScorePlugin: Plugin {
     fn normalize(&self, _state: &CycleState, _pod: &PodInfo, _scores: &mut [NodeScore]) -> Status {
         Status::success()
     }
+}
+
+/// Claims what the pod will use on its node before the binding cycle starts
+/// (standalone mode), so the next pod's cycle does not count it as free:
+/// kube-scheduler's `ReservePlugin`. Runs right after the pod is assumed in
+/// the cache, in plugin order; the first failure stops the run, and then
+/// every Reserve plugin's `unreserve` runs, in reverse order.
+pub trait ReservePlugin: Plugin {
+    /// Reserves what `pod` needs on `node`. `Unschedulable` rejects the
+    /// pod for this attempt (it waits for a cluster change); `Error` fails it.
+    fn reserve(&self, state: &mut CycleState, pod: &PodInfo, node: &str) -> Status;
+
+    /// Gives back what `reserve` took. Called when any later step of the
+    /// pod's scheduling or binding fails, also for plugins whose `reserve`
+    /// did not run or failed, so it must be idempotent and must not fail.
+    fn unreserve(&self, state: &mut CycleState, pod: &PodInfo, node: &str);
+}
+
+/// A Permit plugin's verdict on a reserved pod.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Permit {
+    /// The pod may be bound.
+    Allow,
+    /// The binding cycle waits at most this long for the plugin (or
+    /// another one) to allow the pod through [`WaitingPods`]; at the end of
+    /// it the pod is rejected. Longer than 15 minutes counts as 15.
+    Wait(Duration),
+    /// The pod is not bound: `Unschedulable` (or unresolvable) sends it
+    /// back to wait for a cluster change, `Error` to backoff.
+    Deny(Status),
+}
+
+/// The last word before a reserved pod is bound (standalone mode):
+/// kube-scheduler's `PermitPlugin`, for gang scheduling and admission
+/// gates. Runs in the scheduling cycle; a `Wait` is waited for in the
+/// binding cycle, so the loop goes on with the next pod meanwhile.
+pub trait PermitPlugin: Plugin {
+    /// Decides for `pod` on `node`. `waiting` holds the pods other Permit
+    /// calls told to wait, for a plugin that allows or rejects them now.
+    fn permit(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        node: &str,
+        waiting: &WaitingPods,
+    ) -> Permit;
+}
+
+/// Makes what a pod needs on its node real before the pod is bound there
+/// (standalone mode): kube-scheduler's `PreBindPlugin`, e.g. binding the
+/// pod's volumes or allocating its claims. Runs in the binding cycle, in
+/// plugin order, with the API client; the first failure stops the cycle
+/// and unreserves the pod.
+pub trait PreBindPlugin: Plugin {
+    /// Whether `pre_bind` has anything to do for this pod (kube-scheduler's
+    /// `PreBindPreFlight`): `Success` if it will act, `Skip` if not (its
+    /// `pre_bind` is then not called), `Error` to fail the pod. When any
+    /// plugin will act, the binding cycle first records the node in the
+    /// pod's `status.nominatedNodeName`, so other components see where the
+    /// pod is going while PreBind takes its time.
+    fn pre_bind_pre_flight(&self, state: &CycleState, pod: &PodInfo, node: &str) -> Status;
+
+    /// Does the work. `Unschedulable` sends the pod back to wait for a
+    /// cluster change, anything else but `Success` fails it to backoff.
+    fn pre_bind<'a>(
+        &'a self,
+        state: &'a CycleState,
+        pod: &'a PodInfo,
+        node: &'a str,
+        client: &'a kube::Client,
+    ) -> BoxFuture<'a, Status>;
+}
+
+/// Binds the pod to its node (standalone mode): kube-scheduler's
+/// `BindPlugin`. Bind plugins run in order until one does not `Skip`; a
+/// profile whose plugins include none binds with DefaultBinder.
+pub trait BindPlugin: Plugin {
+    /// Binds `pod` to `node`, or `Skip`s to leave it to the next plugin.
+    fn bind<'a>(
+        &'a self,
+        state: &'a CycleState,
+        pod: &'a PodInfo,
+        node: &'a str,
+        client: &'a kube::Client,
+    ) -> BoxFuture<'a, Status>;
+}
+
+/// Told that a pod was bound (standalone mode): kube-scheduler's
+/// `PostBindPlugin`, informational, for cleaning up what a plugin kept.
+pub trait PostBindPlugin: Plugin {
+    /// `pod` is bound to `node`.
+    fn post_bind(&self, state: &CycleState, pod: &PodInfo, node: &str);
 }

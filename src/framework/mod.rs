@@ -4,7 +4,9 @@
 //! Both modes and the offline tools go through here: the extender verbs call
 //! [`Framework::filter_nodes`] and [`Framework::score`], `/explain` and
 //! `placer score` call [`explain()`], and standalone mode adds
-//! [`Framework::post_filter`] (preemption) when no node fits; its queue runs
+//! [`Framework::post_filter`] (preemption) when no node fits and, once a node
+//! is chosen, the binding points (Reserve, Permit, PreBind, Bind, PostBind:
+//! `runner/binding.rs`, with Permit's [`WaitingPods`]); its queue runs
 //! [`Framework::pre_enqueue`] and orders pods by [`Framework::queue_sort`]. Plugins read
 //! the views in [`crate::objects`] and the cluster in [`crate::cache`]; both
 //! sit below this floor.
@@ -16,14 +18,16 @@ pub mod interface;
 mod pre_filter_result;
 mod runner;
 mod status;
+mod waiting;
 
 pub use cycle_state::CycleState;
 pub use explain::{Explanation, NODE_NOT_FOUND, explain};
 pub use fit_error::{ReasonHistogram, fit_error_message};
 pub use interface::{
-    Diagnosis, FilterPlugin, MAX_NODE_SCORE, MIN_NODE_SCORE, NodeScore, Nominating, Nomination,
-    Plugin, PostFilterPlugin, PostFilterResult, PreEnqueuePlugin, PreFilterExtensions,
-    PreFilterPlugin, PreScorePlugin, QueueSortPlugin, QueuedPodInfo, ScorePlugin, candidates,
+    BindPlugin, Diagnosis, FilterPlugin, MAX_NODE_SCORE, MIN_NODE_SCORE, NodeScore, Nominating,
+    Nomination, Permit, PermitPlugin, Plugin, PostBindPlugin, PostFilterPlugin, PostFilterResult,
+    PreBindPlugin, PreEnqueuePlugin, PreFilterExtensions, PreFilterPlugin, PreScorePlugin,
+    QueueSortPlugin, QueuedPodInfo, ReservePlugin, ScorePlugin, candidates,
 };
 pub use pre_filter_result::PreFilterResult;
 pub use runner::{
@@ -31,3 +35,4 @@ pub use runner::{
     QueueSort, ScoreTable, WeightedPlugin,
 };
 pub use status::{Code, Reason, Status};
+pub use waiting::{MAX_PERMIT_WAIT, WaitingPod, WaitingPods, go_duration};

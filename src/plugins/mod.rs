@@ -111,6 +111,8 @@ registry! {
     inter_pod_affinity: InterPodAffinity(InterPodAffinityArgs);
     /// DefaultPreemption (PostFilter, standalone mode).
     default_preemption: DefaultPreemption(DefaultPreemptionArgs);
+    /// DefaultBinder (Bind, standalone mode; added to a profile that lists no Bind plugin).
+    default_binder: DefaultBinder(DefaultBinderArgs);
 }
 
 /// The queue order when no profile enables a QueueSort plugin: PrioritySort,
@@ -125,7 +127,7 @@ mod tests {
 
     #[test]
     fn every_listed_plugin_defaults_builds_and_names_itself() {
-        assert_eq!(PLUGIN_NAMES.len(), 15);
+        assert_eq!(PLUGIN_NAMES.len(), 16);
         for &name in PLUGIN_NAMES {
             let args = PluginArgs::default_for(name).unwrap();
             assert_eq!(args.plugin_name(), name);

@@ -96,7 +96,7 @@ impl CompiledPolicy {
             .profiles
             .iter()
             .map(|p| {
-                let plugins = p
+                let mut plugins: Vec<WeightedPlugin> = p
                     .plugins
                     .iter()
                     .map(|c| WeightedPlugin {
@@ -104,6 +104,14 @@ impl CompiledPolicy {
                         weight: c.weight.get(),
                     })
                     .collect();
+                // A profile binds with DefaultBinder unless it names a Bind
+                // plugin, as kube-scheduler's default profile does.
+                if !plugins.iter().any(|w| w.plugin.as_bind().is_some()) {
+                    plugins.push(WeightedPlugin {
+                        plugin: Arc::new(crate::plugins::DefaultBinder),
+                        weight: 1,
+                    });
+                }
                 let name = p.scheduler_name.to_string();
                 let mut framework = Framework::new(name.clone(), plugins);
                 if let Some(o) = &observer {

@@ -13,7 +13,9 @@
 //! | `filter.rs` | PreFilter, Filter, PostFilter |
 //! | `extensions.rs` | PreFilter extensions (AddPod, RemovePod) |
 //! | `score.rs` | PreScore, Score, NormalizeScore and the weighted sum |
+//! | `binding.rs` | Reserve, Unreserve, Permit, PreBind, Bind, PostBind (standalone) |
 
+mod binding;
 mod extensions;
 mod filter;
 mod queue;
@@ -95,6 +97,20 @@ pub enum ExtensionPoint {
     Score,
     /// NormalizeScore.
     NormalizeScore,
+    /// Reserve (standalone mode, once a node is chosen).
+    Reserve,
+    /// Unreserve (standalone mode, when a reserved pod is not bound).
+    Unreserve,
+    /// Permit (standalone mode; its wait is observed as the same point).
+    Permit,
+    /// PreBindPreFlight (standalone mode, at the start of the binding cycle).
+    PreBindPreFlight,
+    /// PreBind (standalone mode).
+    PreBind,
+    /// Bind (standalone mode).
+    Bind,
+    /// PostBind (standalone mode).
+    PostBind,
 }
 
 impl ExtensionPoint {
@@ -110,6 +126,13 @@ impl ExtensionPoint {
             ExtensionPoint::PreScore => "PreScore",
             ExtensionPoint::Score => "Score",
             ExtensionPoint::NormalizeScore => "NormalizeScore",
+            ExtensionPoint::Reserve => "Reserve",
+            ExtensionPoint::Unreserve => "Unreserve",
+            ExtensionPoint::Permit => "Permit",
+            ExtensionPoint::PreBindPreFlight => "PreBindPreFlight",
+            ExtensionPoint::PreBind => "PreBind",
+            ExtensionPoint::Bind => "Bind",
+            ExtensionPoint::PostBind => "PostBind",
         }
     }
 }
@@ -180,6 +203,11 @@ impl Framework {
     /// True if any enabled plugin filters.
     pub fn has_filters(&self) -> bool {
         self.plugins.iter().any(|p| p.plugin.as_filter().is_some())
+    }
+
+    /// True if any enabled plugin binds.
+    pub fn has_bind_plugins(&self) -> bool {
+        self.plugins.iter().any(|p| p.plugin.as_bind().is_some())
     }
 
     /// True if any enabled plugin runs at PostFilter.

@@ -7,13 +7,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::cache::ClusterState;
-use crate::framework::{Diagnosis, Framework, Nominating, PluginError, Status, fit_error_message};
+use crate::framework::{
+    CycleState, Diagnosis, Framework, Nominating, PluginError, Status, fit_error_message,
+};
 use crate::objects::{NodeInfo, PodInfo};
 
 use super::sample::{Search, feasible_nodes_to_find};
 
 /// Where the pod should go.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone)]
 pub struct Placement {
     /// The chosen node.
     pub node: String,
@@ -21,6 +23,18 @@ pub struct Placement {
     pub evaluated: usize,
     /// Nodes that fit.
     pub feasible: usize,
+    /// What the attempt's plugins wrote, for Reserve through PostBind.
+    pub state: CycleState,
+}
+
+impl std::fmt::Debug for Placement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Placement")
+            .field("node", &self.node)
+            .field("evaluated", &self.evaluated)
+            .field("feasible", &self.feasible)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Why the pod could not be placed.
@@ -256,6 +270,7 @@ pub fn schedule_on(
     let own = nominated
         .own
         .and_then(|name| feasible.iter().find(|n| n.name == name));
+    let mut state = alone.0;
     if let Some(node) = own.or(if count == 1 { feasible.first() } else { None }) {
         // kube-scheduler takes a fitting nominated node at once, and skips
         // scoring when only one node fits.
@@ -263,9 +278,9 @@ pub fn schedule_on(
             node: node.name.clone(),
             evaluated,
             feasible: count,
+            state,
         });
     }
-    let mut state = alone.0;
     let table = framework.score_attempt(&mut state, pod, &feasible, &*cluster)?;
     let best = table.totals.iter().copied().max().unwrap_or(0);
     let ties: Vec<usize> = (0..count).filter(|&i| table.totals[i] == best).collect();
@@ -274,6 +289,7 @@ pub fn schedule_on(
         node: feasible[chosen].name.clone(),
         evaluated,
         feasible: count,
+        state,
     })
 }
 

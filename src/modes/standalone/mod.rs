@@ -8,13 +8,16 @@
 //! - [`nominator`]: pods waiting for the room their preemption made;
 //! - [`preempt`]: evicting the victims preemption chose;
 //! - [`scheduler`]: the loop: watch → queue → cycle → assume → asynchronous bind;
+//! - [`binding`]: Reserve and Permit after the cycle, then the binding cycle
+//!   (Permit's wait, PreBind, Bind, PostBind), unreserving on any failure;
 //! - [`events`]: events.k8s.io events with kube-scheduler's series;
 //! - [`report`]: `Scheduled` / `FailedScheduling` events and `PodScheduled`;
 //! - [`leader`]: Lease-based leader election so only one replica schedules.
 //!
-//! Binding goes through [`crate::modes::binder`], kube-scheduler's DefaultBinder
-//! semantics; it is always on and not a policy plugin.
+//! Pods are bound by the profile's Bind plugins: DefaultBinder
+//! (`crate::plugins::default_binder`) unless the profile names another.
 
+pub mod binding;
 pub mod cycle;
 pub mod events;
 pub mod leader;

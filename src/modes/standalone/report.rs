@@ -78,6 +78,17 @@ impl Reporter {
         }
     }
 
+    /// Sets `status.nominatedNodeName` to the node the pod is about to be
+    /// bound to, while PreBind or Permit's wait take their time (kube-scheduler
+    /// does so for the cluster autoscaler and for preemption's accounting).
+    pub async fn nominated(&self, pod: &PodInfo, node: &str) -> Result<(), kube::Error> {
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), &pod.namespace);
+        let patch = json!({"status": {"nominatedNodeName": node}});
+        api.patch_status(&pod.name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .map(drop)
+    }
+
     /// A FailedScheduling event and `PodScheduled=False` with the reason;
     /// `nominated` sets (`Some(node)`) or clears (`None`) `nominatedNodeName`
     /// in the same patch, or leaves it when absent.

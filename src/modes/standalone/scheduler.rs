@@ -1,8 +1,10 @@
 //! The standalone scheduling loop: watch unscheduled pods into the queue,
 //! pop one at a time, run the cycle on its own view of the cache (see
 //! [`super::view`]: no cache lock is held while it runs), assume the pod in
-//! the cache, and bind it asynchronously (bounded) while the next pod is
-//! scheduled. A failed bind forgets the assumed pod and requeues it.
+//! the cache, reserve and permit it, and run its binding cycle
+//! asynchronously (bounded, [`super::binding`]) while the next pod is
+//! scheduled. A failure after the node was chosen unreserves and forgets
+//! the assumed pod and requeues it.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -15,6 +17,7 @@ use kube::{Api, Client};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch as signal};
 use tracing::{debug, info, warn};
 
+use super::binding::{BindingCycle, failure_of, reserve_and_permit};
 use super::cycle::{Failure, Nominated, TieRotation, schedule_on};
 use super::leader::Leadership;
 use super::preempt::Evictor;
@@ -25,11 +28,11 @@ use super::view::{CycleView, slot_selector_labels};
 use crate::cache::Cache;
 use crate::explain::Diagnoses;
 use crate::explain::pending::PendingFeed;
-use crate::framework::{Nominating, QueuedPodInfo, Status};
+use crate::framework::{
+    CycleState, Framework, Nominating, PluginError, QueuedPodInfo, Status, WaitingPods,
+};
 use crate::metrics::Attempt;
-use crate::modes::binder::Binder;
 use crate::objects::PodInfo;
-use crate::protocol::ExtenderBindingArgs;
 use crate::state::AppState;
 
 /// Binds in flight at once (kube-scheduler binds in goroutines, unbounded;
@@ -55,7 +58,8 @@ pub struct Standalone {
     state: AppState,
     queue: Arc<SchedulingQueue>,
     reporter: Arc<Reporter>,
-    binder: Arc<Binder>,
+    /// Pods a Permit plugin told to wait; they outlive a policy reload.
+    waiting: Arc<WaitingPods>,
     evictor: Arc<Evictor>,
     rotation: TieRotation,
     view: Arc<CycleView>,
@@ -87,7 +91,7 @@ impl Standalone {
                 QueueTimings::default(),
             )),
             reporter: Arc::new(Reporter::new(client.clone(), "placer", identity)),
-            binder: Arc::new(Binder::new(client.clone(), state.metrics.clone())),
+            waiting: Arc::default(),
             evictor: Arc::new(Evictor::new(client.clone())),
             client,
             state,
@@ -216,18 +220,35 @@ impl Standalone {
                 if let Some(d) = &self.diagnoses {
                     d.record_placement(&pod, &placement.node);
                 }
+                let node = placement.node;
+                let mut state = placement.state;
                 let mut assumed = (*pod).clone();
-                assumed.node_name = Some(placement.node.clone());
+                assumed.node_name = Some(node.clone());
                 self.state.cache.write().apply_pod(assumed);
-                let Ok(permit) = self.binds.clone().acquire_owned().await else {
-                    return;
+                let waits =
+                    match reserve_and_permit(&framework, &mut state, &pod, &node, &self.waiting) {
+                        Ok(waits) => waits.is_some(),
+                        Err(e) => {
+                            self.forget(&pod);
+                            self.fail_reserved(info, &e).await;
+                            return;
+                        }
+                    };
+                // A pod that waits at Permit takes its bind slot once the wait is over.
+                let slot = if waits {
+                    None
+                } else {
+                    let Ok(slot) = self.binds.clone().acquire_owned().await else {
+                        return;
+                    };
+                    Some(slot)
                 };
                 let this = self.clone();
                 let Ok(task) = self.tasks.clone().acquire_owned().await else {
                     return;
                 };
                 tokio::spawn(async move {
-                    this.bind(info, placement.node, permit).await;
+                    this.bind(info, framework, state, node, slot).await;
                     drop(task);
                 });
             }
@@ -305,19 +326,27 @@ impl Standalone {
         self.reporter.failed(pod, &failure, nominated).await;
     }
 
-    /// Binds, holding a bind slot only for the API call itself: the event
-    /// that follows must not keep the next pod's bind waiting.
-    async fn bind(&self, info: QueuedPodInfo, node: String, slot: OwnedSemaphorePermit) {
+    /// Runs the binding cycle (Permit's wait, PreBind, Bind, PostBind),
+    /// holding a bind slot only from PreBind through Bind: the event that
+    /// follows must not keep the next pod's bind waiting.
+    async fn bind(
+        &self,
+        info: QueuedPodInfo,
+        framework: Arc<Framework>,
+        mut state: CycleState,
+        node: String,
+        slot: Option<OwnedSemaphorePermit>,
+    ) {
         let pod = info.pod.clone();
-        let args = ExtenderBindingArgs {
-            pod_name: pod.name.clone(),
-            pod_namespace: pod.namespace.clone(),
-            pod_uid: pod.uid.clone(),
-            node: node.clone(),
+        let cycle = BindingCycle {
+            framework: &framework,
+            client: &self.client,
+            reporter: &self.reporter,
+            waiting: &self.waiting,
+            slots: &self.binds,
+            metrics: &self.state.metrics,
         };
-        let result = self.binder.bind(&args).await;
-        drop(slot);
-        match result {
+        match cycle.run(&mut state, &pod, &node, slot).await {
             Ok(()) => {
                 self.state
                     .metrics
@@ -328,19 +357,33 @@ impl Standalone {
                 self.reporter.scheduled(&pod, &node).await;
             }
             Err(e) => {
-                warn!(pod = %pod.key(), node = %node, error = %e, "bind failed; forgetting the assumed pod");
-                self.state
-                    .cache
-                    .write()
-                    .delete_pod(&pod.namespace, &pod.name);
-                self.state.cache.note_event();
-                let failure = Failure::Error {
-                    message: format!("binding rejected: {e}"),
-                };
-                self.queue.requeue(info, false);
-                self.reporter.failed(&pod, &failure, None).await;
+                warn!(pod = %pod.key(), node = %node, error = %e, "binding cycle failed; forgetting the assumed pod");
+                self.forget(&pod);
+                self.fail_reserved(info, &e).await;
             }
         }
+    }
+
+    /// Takes a pod assumed on a node out of the cache again: what it held
+    /// there is free for the next attempt, as a pod deletion would free it.
+    fn forget(&self, pod: &PodInfo) {
+        self.state
+            .cache
+            .write()
+            .delete_pod(&pod.namespace, &pod.name);
+        self.state.cache.note_event();
+    }
+
+    /// Requeues and reports a pod that failed after its node was chosen (it
+    /// has been unreserved and forgotten).
+    async fn fail_reserved(&self, info: QueuedPodInfo, e: &PluginError) {
+        let (failure, unschedulable) = failure_of(e);
+        let pod = info.pod.clone();
+        if let Some(d) = &self.diagnoses {
+            d.record_attempt(&pod, failure.message(), self.state.cache.generation());
+        }
+        self.queue.requeue(info, unschedulable);
+        self.reporter.failed(&pod, &failure, None).await;
     }
 }
 
