@@ -85,9 +85,9 @@ impl From<RawRule> for CapabilityRule {
     }
 }
 
-impl CapabilityFilterArgs {
-    /// The node labels the rules test, for the cache's inline slots.
-    pub fn node_label_keys(&self) -> Vec<String> {
+/// Every rule's node label is read on every node of a request.
+impl crate::plugins::CacheNeeds for CapabilityFilterArgs {
+    fn node_label_keys(&self) -> Vec<String> {
         self.rules
             .iter()
             .map(|r| r.node_label.to_string())

@@ -29,6 +29,8 @@ pub const NAME: &str = "DefaultBinder";
 #[serde(deny_unknown_fields)]
 pub struct DefaultBinderArgs {}
 
+impl crate::plugins::CacheNeeds for DefaultBinderArgs {}
+
 /// The plugin.
 #[derive(Debug, Default)]
 pub struct DefaultBinder;

@@ -1,10 +1,11 @@
 //! placer's plugins, one file each, and the registry that builds them from
 //! the policy.
 //!
-//! To add a plugin: write `plugins/<name>.rs` with its `NAME`, its args type,
-//! its struct with `new(&args)`, the framework traits it implements and
-//! [`crate::plugin!`] naming its extension points; then add one line to the
-//! `registry!` list below.
+//! To add a plugin: write `plugins/<name>.rs` with its `NAME`, its args type
+//! (with its [`CacheNeeds`]: what the cache must keep for it, nothing by
+//! default), its struct with `new(&args)`, the framework traits it
+//! implements and [`crate::plugin!`] naming its extension points; then add
+//! one line to the `registry!` list below.
 
 pub mod fields;
 pub mod helper;
@@ -18,14 +19,32 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
+use crate::cache::CountDimension;
 use crate::framework::{Plugin, QueueSort};
+
+/// What a plugin's configuration asks the cache to keep for it beyond what
+/// every plugin gets (nodes, pods, keyed kinds). Each args type implements
+/// it; the defaults ask for nothing.
+pub trait CacheNeeds {
+    /// Node label keys the plugin reads on every node of a request: the
+    /// cache keeps their values inline per node ([`crate::objects::inputs`]).
+    fn node_label_keys(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// Pod counts per zone the plugin reads (the zone index's dimensions).
+    fn count_dimensions(&self) -> Vec<CountDimension> {
+        Vec::new()
+    }
+}
 
 /// Declares the plugins: each entry `module: Type(ArgsType)` declares
 /// `pub mod module`, re-exports the plugin and its args, and adds the
 /// [`PluginArgs`] variant `Type` with its arms in [`PLUGIN_NAMES`],
 /// [`PluginArgs::deserialize_for`], [`PluginArgs::default_for`],
-/// [`PluginArgs::plugin_name`] and [`PluginArgs::build`]. A module provides
-/// `NAME`, `Type::new(&ArgsType)` and `ArgsType: Deserialize + Default`.
+/// [`PluginArgs::plugin_name`], [`PluginArgs::build`] and
+/// [`PluginArgs::cache_needs`]. A module provides `NAME`,
+/// `Type::new(&ArgsType)` and `ArgsType: Deserialize + Default + CacheNeeds`.
 macro_rules! registry {
     ($($(#[$doc:meta])* $module:ident: $ty:ident($args:ident);)*) => {
         $(pub mod $module;)*
@@ -73,6 +92,13 @@ macro_rules! registry {
             pub fn build(&self) -> Arc<dyn Plugin> {
                 match self {
                     $(PluginArgs::$ty(a) => Arc::new($ty::new(a)),)*
+                }
+            }
+
+            /// What this configuration asks the cache to keep.
+            pub fn cache_needs(&self) -> &dyn CacheNeeds {
+                match self {
+                    $(PluginArgs::$ty(a) => a,)*
                 }
             }
         }

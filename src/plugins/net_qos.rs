@@ -36,6 +36,13 @@ pub struct NetQosArgs {
     pub unknown_tier_score: Score,
 }
 
+/// The tier label is read on every node of a request.
+impl crate::plugins::CacheNeeds for NetQosArgs {
+    fn node_label_keys(&self) -> Vec<String> {
+        vec![self.node_label.to_string()]
+    }
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct RawArgs {

@@ -34,6 +34,8 @@ const BIND_ALL: &str = "0.0.0.0";
 #[serde(deny_unknown_fields)]
 pub struct NodePortsArgs {}
 
+impl crate::plugins::CacheNeeds for NodePortsArgs {}
+
 /// The plugin.
 pub struct NodePorts;
 

@@ -17,6 +17,8 @@ pub const NAME: &str = "PrioritySort";
 #[serde(deny_unknown_fields)]
 pub struct PrioritySortArgs {}
 
+impl crate::plugins::CacheNeeds for PrioritySortArgs {}
+
 /// The plugin.
 #[derive(Debug, Default)]
 pub struct PrioritySort;

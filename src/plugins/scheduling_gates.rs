@@ -17,6 +17,8 @@ pub const NAME: &str = "SchedulingGates";
 #[serde(deny_unknown_fields)]
 pub struct SchedulingGatesArgs {}
 
+impl crate::plugins::CacheNeeds for SchedulingGatesArgs {}
+
 /// The plugin.
 #[derive(Debug, Default)]
 pub struct SchedulingGates;

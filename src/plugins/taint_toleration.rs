@@ -33,6 +33,8 @@ pub const ERR_REASON_UNTOLERATED: &str = "node(s) had untolerated taint(s)";
 #[serde(deny_unknown_fields)]
 pub struct TaintTolerationArgs {}
 
+impl crate::plugins::CacheNeeds for TaintTolerationArgs {}
+
 /// The plugin.
 #[derive(Debug, Default)]
 pub struct TaintToleration;

@@ -122,6 +122,18 @@ impl ZoneSpreadArgs {
     }
 }
 
+/// The zone label is read on every node; the zone index counts in this
+/// configuration's dimension.
+impl crate::plugins::CacheNeeds for ZoneSpreadArgs {
+    fn node_label_keys(&self) -> Vec<String> {
+        vec![self.zone_label.to_string()]
+    }
+
+    fn count_dimensions(&self) -> Vec<CountDimension> {
+        vec![self.dimension()]
+    }
+}
+
 /// The plugin.
 pub struct ZoneSpread {
     dimension: CountDimension,

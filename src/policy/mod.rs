@@ -13,8 +13,8 @@ use serde::Serialize;
 
 use crate::cache::CountDimension;
 use crate::framework::{Framework, Observer, QueueSort, WeightedPlugin};
-use crate::plugins::PluginArgs;
 use crate::plugins::fields::{NonEmpty, Weight};
+use crate::plugins::{CacheNeeds, PluginArgs};
 
 pub use load::{PolicyError, load, parse};
 
@@ -166,38 +166,75 @@ impl CompiledPolicy {
             .unwrap_or_else(crate::plugins::default_queue_sort)
     }
 
-    /// The zone-index dimensions every ZoneSpread configuration needs.
+    /// The zone-index dimensions the policy's plugins count pods in.
     pub fn count_dimensions(&self) -> Vec<CountDimension> {
-        let mut dims: Vec<CountDimension> = Vec::new();
-        for p in self.policy.profiles.iter().flat_map(|p| &p.plugins) {
-            if let PluginArgs::ZoneSpread(a) = &p.args {
-                let d = a.dimension();
-                if !dims.contains(&d) {
-                    dims.push(d);
-                }
-            }
-        }
-        dims
+        self.union_of(|needs| needs.count_dimensions())
     }
 
     /// The node label keys the policy's plugins read on every node of a
     /// request: the cache keeps their values inline per node (see
     /// [`crate::objects::inputs`]), in this order of priority.
     pub fn node_label_keys(&self) -> Vec<String> {
-        let mut keys: Vec<String> = Vec::new();
+        self.union_of(|needs| needs.node_label_keys())
+    }
+
+    /// What every enabled plugin's configuration asks for, each item once,
+    /// in policy order.
+    fn union_of<T: PartialEq>(&self, asks: impl Fn(&dyn CacheNeeds) -> Vec<T>) -> Vec<T> {
+        let mut all: Vec<T> = Vec::new();
         for p in self.policy.profiles.iter().flat_map(|p| &p.plugins) {
-            let declared = match &p.args {
-                PluginArgs::CapabilityFilter(a) => a.node_label_keys(),
-                PluginArgs::ZoneSpread(a) => vec![a.zone_label.to_string()],
-                PluginArgs::NetQos(a) => vec![a.node_label.to_string()],
-                _ => Vec::new(),
-            };
-            for k in declared {
-                if !keys.contains(&k) {
-                    keys.push(k);
+            for item in asks(p.args.cache_needs()) {
+                if !all.contains(&item) {
+                    all.push(item);
                 }
             }
         }
-        keys
+        all
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::CountSelector;
+
+    #[test]
+    fn the_cache_keeps_what_each_plugins_args_declare_once_in_policy_order() {
+        let policy = CompiledPolicy::new(
+            parse(
+                r#"apiVersion: placer/v1alpha1
+kind: Policy
+profiles:
+  - schedulerName: a
+    plugins:
+      - name: NodeResourcesFit
+      - name: NetQoS
+        args: {nodeLabel: tier}
+      - name: ZoneSpread
+  - schedulerName: b
+    plugins:
+      - name: CapabilityFilter
+        args: {rules: [{podAnnotation: hw, nodeLabel: hw-label, reason: no hw}]}
+      - name: ZoneSpread
+  - schedulerName: c
+    plugins:
+      - name: ZoneSpread
+        args: {countPods: All}
+"#,
+                "t.yaml",
+            )
+            .unwrap(),
+        );
+        assert_eq!(
+            policy.node_label_keys(),
+            ["tier", "topology.kubernetes.io/zone", "hw-label"],
+            "NodeResourcesFit reads no label; ZoneSpread's zone label counts once"
+        );
+        let selectors: Vec<CountSelector> = policy
+            .count_dimensions()
+            .into_iter()
+            .map(|d| d.selector)
+            .collect();
+        assert_eq!(selectors, [CountSelector::SamePriority, CountSelector::All]);
     }
 }

@@ -63,6 +63,8 @@ pub struct DefaultPreemptionArgs {
     pub min_candidate_nodes_absolute: u32,
 }
 
+impl crate::plugins::CacheNeeds for DefaultPreemptionArgs {}
+
 impl Default for DefaultPreemptionArgs {
     fn default() -> Self {
         DefaultPreemptionArgs {

@@ -78,6 +78,8 @@ pub struct InterPodAffinityArgs {
     pub ignore_preferred_terms_of_existing_pods: bool,
 }
 
+impl crate::plugins::CacheNeeds for InterPodAffinityArgs {}
+
 impl Default for InterPodAffinityArgs {
     fn default() -> Self {
         InterPodAffinityArgs {

@@ -65,6 +65,8 @@ pub const ERR_REASON_CONFLICT: &str = "pod affinity terms conflict";
 #[serde(deny_unknown_fields)]
 pub struct NodeAffinityArgs {}
 
+impl crate::plugins::CacheNeeds for NodeAffinityArgs {}
+
 /// The plugin.
 #[derive(Debug, Default)]
 pub struct NodeAffinity;

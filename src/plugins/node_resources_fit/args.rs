@@ -208,6 +208,8 @@ pub struct NodeResourcesFitArgs {
     pub scoring_strategy: ScoringStrategy,
 }
 
+impl crate::plugins::CacheNeeds for NodeResourcesFitArgs {}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub(super) struct RawArgs {

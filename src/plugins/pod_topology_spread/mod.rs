@@ -97,6 +97,8 @@ pub struct PodTopologySpreadArgs {
     pub default_constraints: Vec<TopologySpreadConstraint>,
 }
 
+impl crate::plugins::CacheNeeds for PodTopologySpreadArgs {}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct RawArgs {

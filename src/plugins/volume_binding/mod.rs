@@ -49,6 +49,8 @@ pub const REASON_PREFIX: &str =
 #[serde(deny_unknown_fields)]
 pub struct VolumeBindingArgs {}
 
+impl crate::plugins::CacheNeeds for VolumeBindingArgs {}
+
 /// The plugin.
 pub struct VolumeBinding;
 
