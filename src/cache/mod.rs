@@ -7,6 +7,8 @@
 //! - [`watch`]: the watches that feed the state from the API server, on the
 //!   list-and-watch loop of [`watch_stream`], with per-kind [`watch_health`].
 //! - [`changes`]: which nodes changed, for the extender's parked-pod re-checks.
+//! - [`events`]: what changed, classified as kube-scheduler's cluster events,
+//!   for standalone mode's queueing hints.
 //! - [`generations`] and [`Replica`]: per-node change numbers, and the
 //!   standalone scheduler's private copy that catches up on them.
 //! - [`published`]: the immutable snapshot extender requests read, two
@@ -19,6 +21,7 @@
 //! [`Cache::read`].
 
 pub mod changes;
+pub mod events;
 pub mod generations;
 pub mod node_inputs;
 mod objects;
@@ -37,6 +40,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 pub use changes::{ChangeFeed, Changes};
+pub use events::EventFeed;
 pub use objects::Objects;
 pub use published::{PublishStats, Published, Snapshot};
 pub use replica::{Replica, SyncStats};
@@ -50,7 +54,7 @@ pub struct Cache {
     state: RwLock<ClusterState>,
     nodes_synced: AtomicBool,
     pods_synced: AtomicBool,
-    events: AtomicU64,
+    events: EventFeed,
     /// Bumped by every [`Cache::write`]; see [`Cache::generation`].
     generation: AtomicU64,
     changes: ChangeFeed,
@@ -119,15 +123,30 @@ impl Cache {
         self.nodes_synced.store(true, Ordering::Release);
     }
 
-    /// Counts a cluster event that may let waiting pods fit (node added or
-    /// changed, pod deleted, policy reloaded).
-    pub fn note_event(&self) {
-        self.events.fetch_add(1, Ordering::Release);
+    /// Takes a pod the scheduler assumed out again (its binding failed): for
+    /// the queue, an assigned pod's deletion, as kube-scheduler reports it.
+    pub fn forget_pod(&self, namespace: &str, name: &str) {
+        let mut state = self.write();
+        let old = state.shared_pod(namespace, name).cloned();
+        state.delete_pod(namespace, name);
+        if let Some(old) = old {
+            self.events.push(events::Observed {
+                event: events::ClusterEvent::new(
+                    events::EventResource::AssignedPod,
+                    events::ActionType::DELETE,
+                ),
+                change: events::Change::Pod {
+                    old: Some(old),
+                    new: None,
+                },
+            });
+        }
     }
 
-    /// How many such events there have been; compare to notice new ones.
-    pub fn events(&self) -> u64 {
-        self.events.load(Ordering::Acquire)
+    /// The cluster events standalone mode's queue reads (fed by the watches,
+    /// the scheduler's own forgets and policy reloads).
+    pub fn events(&self) -> &EventFeed {
+        &self.events
     }
 
     /// Which nodes changed (fed by the watches, read by the extender's

@@ -7,7 +7,10 @@
 //! stream or the process. Every applied change that may let a parked pod fit
 //! is reported to the cache's [`ChangeFeed`](crate::cache::ChangeFeed) while
 //! the write lock is still held, so a request that read the cache before the
-//! change sees a smaller sequence number than the report.
+//! change sees a smaller sequence number than the report; and every change
+//! a plugin reads is reported, classified, to the cache's
+//! [`EventFeed`](crate::cache::EventFeed) for standalone mode's queue (a
+//! heartbeat that changes nothing placer keeps is no event).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -22,6 +25,9 @@ use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 use tracing::info;
 
+use crate::cache::events::{
+    ActionType, Change, ClusterEvent, EventResource, Observed, node_update, pod_update,
+};
 use crate::cache::watch_stream::{self, Step};
 use crate::cache::{Cache, ClusterState, Stored};
 use crate::objects::namespace::NamespaceInfo;
@@ -35,19 +41,29 @@ use crate::objects::{DisruptionBudget, NodeInfo, PodInfo};
 /// Only pods bound to a node matter to placer's indexes.
 const ASSIGNED_PODS: &str = "spec.nodeName!=";
 
+/// What applying one watch event changed.
+#[derive(Default)]
+struct Applied {
+    /// The node whose record or pods changed (for the change feed).
+    node: Option<String>,
+    /// The cluster event, when the queue reads them and something a plugin
+    /// reads changed.
+    event: Option<Observed>,
+    /// For a kind kept by key: the object's key and what happened to it
+    /// (the event is named after the sink's kind).
+    object: Option<(String, ActionType)>,
+}
+
 /// How one kind of object reaches the cluster state.
 struct Sink<K, R> {
     kind: &'static str,
     convert: fn(&K) -> R,
-    /// Applies one record; returns the node whose record or pods changed.
-    apply: fn(&mut ClusterState, R) -> Option<String>,
-    /// Deletes one object; returns the node whose record or pods changed.
-    delete: fn(&mut ClusterState, &K) -> Option<String>,
+    /// Applies one record; `events` says whether to classify the change.
+    apply: fn(&mut ClusterState, R, bool) -> Applied,
+    /// Deletes one object; `events` as for `apply`.
+    delete: fn(&mut ClusterState, &K, bool) -> Applied,
     replace: fn(&mut ClusterState, Vec<R>),
     synced: fn(&Cache),
-    /// Whether an Apply of this kind may let waiting pods fit (a node added
-    /// or changed may; an assigned pod appearing does not). Deletes always may.
-    apply_is_event: bool,
 }
 
 /// Watches Nodes forever, applying every event to `cache`, each `delay`
@@ -57,18 +73,46 @@ pub async fn watch_nodes(client: Client, cache: Arc<Cache>, delay: Duration) {
     let sink = Sink {
         kind: "node",
         convert: |n: &Node| NodeInfo::from(n),
-        apply: |s, n| {
+        apply: |s, n, events| {
             let name = n.name.clone();
-            s.apply_node(n).then_some(name)
+            let old = events.then(|| s.node(&name).cloned()).flatten();
+            if !s.apply_node(n) {
+                return Applied::default();
+            }
+            let event = events.then(|| {
+                let new = s.node(&name).cloned();
+                let actions = match (&old, &new) {
+                    (Some(o), Some(n)) => node_update(o, n),
+                    _ => ActionType::ADD,
+                };
+                (!actions.is_empty()).then_some(Observed {
+                    event: ClusterEvent::new(EventResource::Node, actions),
+                    change: Change::Node { old, new },
+                })
+            });
+            Applied {
+                node: Some(name),
+                event: event.flatten(),
+                ..Applied::default()
+            }
         },
-        delete: |s, n: &Node| {
-            let name = n.metadata.name.as_deref()?;
+        delete: |s, n: &Node, events| {
+            let Some(name) = n.metadata.name.as_deref() else {
+                return Applied::default();
+            };
+            let old = s.node(name).cloned();
             s.delete_node(name);
-            Some(name.to_owned())
+            Applied {
+                node: Some(name.to_owned()),
+                event: (events && old.is_some()).then(|| Observed {
+                    event: ClusterEvent::new(EventResource::Node, ActionType::DELETE),
+                    change: Change::Node { old, new: None },
+                }),
+                ..Applied::default()
+            }
         },
         replace: ClusterState::replace_nodes,
         synced: Cache::mark_nodes_synced,
-        apply_is_event: true,
     };
     feed(Api::all(client), None, cache, sink, delay).await;
 }
@@ -79,55 +123,90 @@ pub async fn watch_pods(client: Client, cache: Arc<Cache>, delay: Duration) {
     let sink = Sink {
         kind: "pod",
         convert: |p: &Pod| PodInfo::from(p),
-        apply: ClusterState::apply_pod,
-        delete: |s, p: &Pod| {
+        apply: |s, p, events| {
+            if !events {
+                return Applied {
+                    node: s.apply_pod(p),
+                    ..Applied::default()
+                };
+            }
+            let (namespace, name) = (p.namespace.clone(), p.name.clone());
+            let old = s.shared_pod(&namespace, &name).cloned();
+            let node = s.apply_pod(p);
+            let new = s.shared_pod(&namespace, &name).cloned();
+            Applied {
+                node,
+                event: assigned_pod_event(old, new),
+                ..Applied::default()
+            }
+        },
+        delete: |s, p: &Pod, events| {
             let meta = &p.metadata;
-            s.delete_pod(
+            let (namespace, name) = (
                 meta.namespace.as_deref().unwrap_or(""),
                 meta.name.as_deref().unwrap_or(""),
-            )
+            );
+            let old = events
+                .then(|| s.shared_pod(namespace, name).cloned())
+                .flatten();
+            Applied {
+                node: s.delete_pod(namespace, name),
+                event: assigned_pod_event(old, None),
+                ..Applied::default()
+            }
         },
         replace: ClusterState::replace_pods,
         synced: Cache::mark_pods_synced,
-        apply_is_event: false,
     };
     feed(Api::all(client), Some(ASSIGNED_PODS), cache, sink, delay).await;
 }
 
+/// The event of an assigned pod going from `old` to `new` (either `None`
+/// for an add or a delete), or none when nothing a plugin reads changed.
+fn assigned_pod_event(old: Option<Arc<PodInfo>>, new: Option<Arc<PodInfo>>) -> Option<Observed> {
+    let actions = match (&old, &new) {
+        (None, None) => return None,
+        (None, Some(_)) => ActionType::ADD,
+        (Some(_), None) => ActionType::DELETE,
+        (Some(o), Some(n)) => pod_update(o, n),
+    };
+    (!actions.is_empty()).then_some(Observed {
+        event: ClusterEvent::new(EventResource::AssignedPod, actions),
+        change: Change::Pod { old, new },
+    })
+}
+
 /// Watches forever every kind only standalone mode reads, each into its
-/// [`Objects`] store. The last argument says whether a change may let a
-/// waiting pod fit (a cluster event):
+/// [`Objects`] store, each change an event of [`EventResource::Kind`] named
+/// as the watch is (plugins that read a kind register for its events):
 ///
-/// - PodDisruptionBudgets (preemption prefers victims no budget protects):
-///   they only rank candidates, no;
-/// - PersistentVolumeClaims, PersistentVolumes, StorageClasses
-///   (VolumeBinding): a claim getting bound, yes;
-/// - Namespaces (`namespaceSelector` in pod affinity terms): a label change, yes;
+/// - PodDisruptionBudgets (preemption prefers victims no budget protects);
+/// - PersistentVolumeClaims, PersistentVolumes, StorageClasses (VolumeBinding);
+/// - Namespaces (`namespaceSelector` in pod affinity terms);
 /// - Services, ReplicationControllers, ReplicaSets, StatefulSets (selectors
-///   of PodTopologySpread's default constraints): soft spreading only, no.
+///   of PodTopologySpread's default constraints).
 pub async fn watch_scheduling_objects(client: Client, cache: Arc<Cache>) {
     let (c, k) = (&client, &cache);
     tokio::join!(
-        watch_keyed::<PodDisruptionBudget, DisruptionBudget>(c, k, "poddisruptionbudget", false),
-        watch_keyed::<PersistentVolumeClaim, ClaimInfo>(c, k, "persistentvolumeclaim", true),
-        watch_keyed::<PersistentVolume, VolumeInfo>(c, k, "persistentvolume", true),
-        watch_keyed::<StorageClass, StorageClassInfo>(c, k, "storageclass", true),
-        watch_keyed::<Namespace, NamespaceInfo>(c, k, "namespace", true),
-        watch_keyed::<Service, ServiceSelector>(c, k, "service", false),
+        watch_keyed::<PodDisruptionBudget, DisruptionBudget>(c, k, "poddisruptionbudget"),
+        watch_keyed::<PersistentVolumeClaim, ClaimInfo>(c, k, "persistentvolumeclaim"),
+        watch_keyed::<PersistentVolume, VolumeInfo>(c, k, "persistentvolume"),
+        watch_keyed::<StorageClass, StorageClassInfo>(c, k, "storageclass"),
+        watch_keyed::<Namespace, NamespaceInfo>(c, k, "namespace"),
+        watch_keyed::<Service, ServiceSelector>(c, k, "service"),
         watch_keyed::<ReplicationController, ReplicationControllerSelector>(
             c,
             k,
             "replicationcontroller",
-            false
         ),
-        watch_keyed::<ReplicaSet, ReplicaSetSelector>(c, k, "replicaset", false),
-        watch_keyed::<StatefulSet, StatefulSetSelector>(c, k, "statefulset", false),
+        watch_keyed::<ReplicaSet, ReplicaSetSelector>(c, k, "replicaset"),
+        watch_keyed::<StatefulSet, StatefulSetSelector>(c, k, "statefulset"),
     );
 }
 
 /// Watches one kind kept in an [`Objects`] store of the cluster state. Its
 /// sync does not gate readiness: plugins treat a missing object as missing.
-async fn watch_keyed<K, R>(client: &Client, cache: &Arc<Cache>, kind: &'static str, is_event: bool)
+async fn watch_keyed<K, R>(client: &Client, cache: &Arc<Cache>, kind: &'static str)
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
     K::DynamicType: Default,
@@ -138,17 +217,33 @@ where
         convert: |k: &K| R::from(k),
         // The extender's filters do not read these kinds (they are watched in
         // standalone mode only), so no node is reported as changed.
-        apply: |s, r| {
-            s.objects_mut::<R>().apply(r);
-            None
+        apply: |s, r, events| {
+            let key = events.then(|| r.key());
+            let store = s.objects_mut::<R>();
+            let object = key.map(|key| {
+                let action = if store.get(&key).is_some() {
+                    ActionType::UPDATE_OTHER
+                } else {
+                    ActionType::ADD
+                };
+                (key, action)
+            });
+            store.apply(r);
+            Applied {
+                object,
+                ..Applied::default()
+            }
         },
-        delete: |s, k: &K| {
-            s.objects_mut::<R>().delete(&object_key(k.meta()));
-            None
+        delete: |s, k: &K, events| {
+            let key = object_key(k.meta());
+            s.objects_mut::<R>().delete(&key);
+            Applied {
+                object: events.then_some((key, ActionType::DELETE)),
+                ..Applied::default()
+            }
         },
         replace: |s, all| s.objects_mut::<R>().replace(all),
         synced: |_| {},
-        apply_is_event: is_event,
     };
     feed(
         Api::all(client.clone()),
@@ -189,34 +284,36 @@ async fn feed<K, R>(
 }
 
 /// Applies one step under the write lock and reports the node it changed
-/// (a relist: everything) to the change feed before the lock is released.
+/// (a relist: everything) to the change feed, and the cluster event to the
+/// event feed (a relist: a wildcard event), before the lock is released.
 fn apply_step<K, R>(cache: &Cache, sink: &Sink<K, R>, step: Step<K>) {
+    let events = cache.events().is_enabled();
     let mut state = cache.write();
-    let is_event = match step {
+    let applied = match step {
         Step::Listed(all) => {
             let count = all.len();
             (sink.replace)(&mut state, all.iter().map(sink.convert).collect());
             cache.changes().everything();
+            cache.events().push(Observed::wildcard());
             drop(state);
             (sink.synced)(cache);
             // Logged once per list: the first one and every relist.
             info!(kind = sink.kind, count, "list applied");
-            sink.apply_is_event
+            return;
         }
-        Step::Applied(o) => {
-            if let Some(node) = (sink.apply)(&mut state, (sink.convert)(&o)) {
-                cache.changes().node(&node);
-            }
-            sink.apply_is_event
-        }
-        Step::Deleted(o) => {
-            if let Some(node) = (sink.delete)(&mut state, &o) {
-                cache.changes().node(&node);
-            }
-            true
-        }
+        Step::Applied(o) => (sink.apply)(&mut state, (sink.convert)(&o), events),
+        Step::Deleted(o) => (sink.delete)(&mut state, &o, events),
     };
-    if is_event {
-        cache.note_event();
+    if let Some(node) = applied.node {
+        cache.changes().node(&node);
+    }
+    if let Some(event) = applied.event {
+        cache.events().push(event);
+    }
+    if let Some((key, actions)) = applied.object {
+        cache.events().push(Observed {
+            event: ClusterEvent::new(EventResource::Kind(sink.kind), actions),
+            change: Change::Object { key },
+        });
     }
 }

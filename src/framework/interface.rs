@@ -14,7 +14,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 
 use crate::cache::ClusterState;
-use crate::framework::{CycleState, Framework, Status, WaitingPods};
+use crate::framework::{CycleState, EnqueueExtensions, Framework, Status, WaitingPods};
 use crate::objects::{NodeInfo, PodInfo};
 
 /// Highest score a score plugin may give a node (kube-scheduler's `MaxNodeScore`).
@@ -80,6 +80,10 @@ pub trait Plugin: Send + Sync {
     fn as_post_bind(&self) -> Option<&dyn PostBindPlugin> {
         None
     }
+    /// The events this plugin's rejections wait for; `None`: every event.
+    fn as_enqueue_extensions(&self) -> Option<&dyn EnqueueExtensions> {
+        None
+    }
 }
 
 /// A pod waiting in the scheduling queue.
@@ -111,7 +115,7 @@ pub trait PreEnqueuePlugin: Plugin {
 /// `placer::plugin!(NetQos, "NetQoS", [pre_score, score]);`.
 /// Points: `queue_sort`, `pre_enqueue`, `pre_filter`, `pre_filter_extensions`,
 /// `filter`, `post_filter`, `pre_score`, `score`, `reserve`, `permit`,
-/// `pre_bind`, `bind`, `post_bind`.
+/// `pre_bind`, `bind`, `post_bind`, `enqueue_extensions` (queueing hints).
 #[macro_export]
 macro_rules! plugin {
     ($ty:ty, $name:expr, [$($point:ident),* $(,)?]) => {
@@ -160,6 +164,9 @@ macro_rules! plugin {
     };
     (@as post_bind) => {
         fn as_post_bind(&self) -> Option<&dyn $crate::framework::PostBindPlugin> { Some(self) }
+    };
+    (@as enqueue_extensions) => {
+        fn as_enqueue_extensions(&self) -> Option<&dyn $crate::framework::EnqueueExtensions> { Some(self) }
     };
 }
 

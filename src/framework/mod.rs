@@ -16,6 +16,7 @@ pub mod explain;
 mod fit_error;
 pub mod interface;
 mod pre_filter_result;
+pub mod queueing;
 mod runner;
 mod status;
 mod waiting;
@@ -30,6 +31,7 @@ pub use interface::{
     QueueSortPlugin, QueuedPodInfo, ReservePlugin, ScorePlugin, candidates,
 };
 pub use pre_filter_result::PreFilterResult;
+pub use queueing::{EnqueueExtensions, EventHint, QueueingHint, queue_if};
 pub use runner::{
     ExtensionPoint, Framework, MAX_EXTENDER_SCORE, NodeRef, Observer, PluginError, PluginScores,
     QueueSort, ScoreTable, WeightedPlugin,

@@ -43,7 +43,10 @@ pub fn apply(state: &AppState, text: &str, file: &str) -> Result<(), PolicyError
     // Pods that fit nowhere under the old policy may fit under the new one:
     // standalone's queue retries them, and the extender re-checks its parked
     // pods against every node and prompts kube-scheduler for those now freed.
-    state.cache.note_event();
+    state
+        .cache
+        .events()
+        .push(crate::cache::events::Observed::wildcard());
     state.cache.changes().everything();
     Ok(())
 }

@@ -30,6 +30,7 @@ use std::time::Instant;
 
 use crate::framework::Status;
 use crate::framework::interface::Plugin;
+use crate::framework::queueing::Registrations;
 use crate::objects::NodeInfo;
 
 pub use queue::QueueSort;
@@ -160,16 +161,32 @@ pub struct Framework {
     profile: String,
     plugins: Vec<WeightedPlugin>,
     observer: Option<Arc<dyn Observer>>,
+    /// What each plugin's rejections wait for (queueing hints).
+    registrations: Registrations,
 }
 
 impl Framework {
     /// A framework for profile `profile` running `plugins` in this order.
     pub fn new(profile: impl Into<String>, plugins: Vec<WeightedPlugin>) -> Self {
+        let registrations = Registrations::of(plugins.iter().map(|p| &*p.plugin));
         Framework {
             profile: profile.into(),
             plugins,
             observer: None,
+            registrations,
         }
+    }
+
+    /// Whether `observed` may make `pod`, rejected by `rejectors` (plugin
+    /// names), schedulable: the queueing hints of those plugins decide
+    /// ([`crate::framework::queueing`]).
+    pub fn worth_retrying(
+        &self,
+        pod: &crate::objects::PodInfo,
+        rejectors: &[&'static str],
+        observed: &crate::framework::queueing::Observed,
+    ) -> bool {
+        self.registrations.worth_retrying(pod, rejectors, observed)
     }
 
     /// Reports plugin durations to `observer`.

@@ -51,8 +51,9 @@ pub fn reserve_and_permit(
 
 /// What a failure after the node was chosen means for the pod: a rejection
 /// at Reserve or Permit is kube-scheduler's FitError for one node (the pod
-/// waits for a cluster change); a rejection at PreBind or Bind, with its own
-/// message, and any error go to backoff.
+/// waits for a cluster change the rejecting plugin's hints say may help); a
+/// rejection at PreBind or Bind, with its own message, and any error go to
+/// backoff. The flag says whether the pod waits for a cluster change.
 pub fn failure_of(e: &PluginError) -> (Failure, bool) {
     let at_permit = matches!(e.point, ExtensionPoint::Reserve | ExtensionPoint::Permit);
     let rejected = matches!(
@@ -68,6 +69,7 @@ pub fn failure_of(e: &PluginError) -> (Failure, bool) {
         let failure = Failure::Unschedulable {
             message,
             nominating: Nominating::Clear,
+            rejectors: vec![e.status.plugin()],
         };
         return (failure, at_permit);
     }

@@ -47,6 +47,10 @@ pub enum Failure {
         message: String,
         /// What PostFilter decided about the pod's nomination.
         nominating: Nominating,
+        /// The plugins that rejected the pod (kube-scheduler's
+        /// `UnschedulablePlugins`): their queueing hints decide which
+        /// cluster events retry it. Empty: any event does.
+        rejectors: Vec<&'static str>,
     },
     /// A plugin failed (`Error` status); retried with backoff.
     Error {
@@ -72,10 +76,20 @@ impl Failure {
         }
     }
 
-    fn unschedulable(message: String) -> Self {
+    fn unschedulable(message: String, rejectors: Vec<&'static str>) -> Self {
         Failure::Unschedulable {
             message,
             nominating: Nominating::Clear,
+            rejectors,
+        }
+    }
+
+    /// The plugins whose queueing hints decide when the pod is retried
+    /// (none for an error, which backs off).
+    pub fn rejectors(&self) -> &[&'static str] {
+        match self {
+            Failure::Unschedulable { rejectors, .. } => rejectors,
+            Failure::Error { .. } => &[],
         }
     }
 }
@@ -171,6 +185,7 @@ pub fn schedule_on(
     if total == 0 {
         return Err(Failure::unschedulable(
             "0/0 nodes are available: no nodes available to schedule pods.".into(),
+            Vec::new(),
         ));
     }
     let alone = framework.pre_filter_attempt(pod, cluster)?;
@@ -234,8 +249,9 @@ pub fn schedule_on(
             Some(r) => format!("0/{total} nodes are available: {}.", r.message()),
             None => fit_error_message(total, failed.iter().map(|(_, s)| s)),
         };
+        let rejectors = rejectors_of(pre.rejection.iter().chain(failed.iter().map(|(_, s)| s)));
         if !framework.has_post_filters() {
-            return Err(Failure::unschedulable(message));
+            return Err(Failure::unschedulable(message, rejectors));
         }
         let diagnosis = Diagnosis {
             total,
@@ -252,6 +268,7 @@ pub fn schedule_on(
                 format!("{message} {extra}")
             },
             nominating: post.nominating,
+            rejectors,
         });
     }
     // Most pods fit every node: then the node list itself is the feasible
@@ -291,6 +308,19 @@ pub fn schedule_on(
         feasible: count,
         state,
     })
+}
+
+/// The plugins behind `statuses`, each once, in order of first appearance
+/// (a node a PreFilter result ruled out names that plugin too).
+fn rejectors_of<'a>(statuses: impl Iterator<Item = &'a Status>) -> Vec<&'static str> {
+    let mut plugins: Vec<&'static str> = Vec::new();
+    for status in statuses {
+        let plugin = status.plugin();
+        if !plugin.is_empty() && !plugins.contains(&plugin) {
+            plugins.push(plugin);
+        }
+    }
+    plugins
 }
 
 /// Filters `order` chunk by chunk until `wanted` nodes fit or every node was
@@ -427,6 +457,7 @@ mod tests {
             Failure::Unschedulable {
                 message: "0/2 nodes are available: 2 no hw.".into(),
                 nominating: Nominating::Clear,
+                rejectors: vec!["CapabilityFilter"],
             }
         );
         let mut empty = ClusterState::default();
@@ -456,6 +487,7 @@ mod tests {
                 message: r#"0/2 nodes are available: persistentvolumeclaim "data" not found."#
                     .into(),
                 nominating: Nominating::Clear,
+                rejectors: vec!["VolumeBinding"],
             }
         );
     }

@@ -21,11 +21,12 @@ use super::binding::{BindingCycle, failure_of, reserve_and_permit};
 use super::cycle::{Failure, Nominated, TieRotation, schedule_on};
 use super::leader::Leadership;
 use super::preempt::Evictor;
-use super::queue::{PreEnqueue, QueueTimings, SchedulingQueue};
+use super::queue::{PreEnqueue, QueueTimings, Retry, SchedulingQueue};
 use super::report::Reporter;
 use super::sample::{NodeSearch, Search};
 use super::view::{CycleView, slot_selector_labels};
 use crate::cache::Cache;
+use crate::cache::events::Observed;
 use crate::explain::Diagnoses;
 use crate::explain::pending::PendingFeed;
 use crate::framework::{
@@ -33,6 +34,7 @@ use crate::framework::{
 };
 use crate::metrics::Attempt;
 use crate::objects::PodInfo;
+use crate::policy::CompiledPolicy;
 use crate::state::AppState;
 
 /// Binds in flight at once (kube-scheduler binds in goroutines, unbounded;
@@ -131,6 +133,8 @@ impl Standalone {
             this.queue.clone(),
             this.pending.clone(),
         ));
+        // From now on the cache reports cluster events for the queue.
+        this.state.cache.events().enable();
         tokio::spawn(requeue_on_events(
             this.state.cache.clone(),
             this.queue.clone(),
@@ -267,7 +271,12 @@ impl Standalone {
                 let info = if preempting {
                     Some(info)
                 } else {
-                    self.queue.requeue(info, unschedulable);
+                    let retry = if unschedulable {
+                        Retry::AfterEvent(failure.rejectors().to_vec())
+                    } else {
+                        Retry::Error
+                    };
+                    self.requeue(info, retry);
                     None
                 };
                 let Ok(task) = self.tasks.clone().acquire_owned().await else {
@@ -289,9 +298,9 @@ impl Standalone {
     /// Carries out what a failed attempt decided: evict the victims and
     /// nominate the node, or clear a nomination; then the FailedScheduling
     /// event and condition. A preempting pod (`info`) is requeued only once
-    /// its evictions are sent, as kube-scheduler holds it back meanwhile, and
-    /// to backoff rather than the unschedulable pool: the deletions it waits
-    /// for may already have been seen.
+    /// its evictions are sent and its nomination written, as kube-scheduler
+    /// holds it back meanwhile, and to backoff rather than the unschedulable
+    /// pool: the deletions it waits for may already have been seen.
     async fn after_failure(
         &self,
         pod: &PodInfo,
@@ -320,10 +329,21 @@ impl Standalone {
                 Some(Some(n.node.as_str()))
             }
         };
-        if let Some(info) = info {
-            self.queue.requeue(info, false);
-        }
+        // The nomination is written before the pod can be tried again: once
+        // bound, the API server refuses `nominatedNodeName` on it.
         self.reporter.failed(pod, &failure, nominated).await;
+        if let Some(info) = info {
+            self.requeue(info, Retry::Backoff);
+        }
+    }
+
+    /// Returns a failed pod to the queue, judging the cluster events seen
+    /// while it was in flight by its profile's queueing hints.
+    fn requeue(&self, info: QueuedPodInfo, retry: Retry) {
+        let policy = self.state.policy.load();
+        self.queue.requeue(info, retry, &|pod, rejectors, event| {
+            worth_retrying(&policy, pod, rejectors, event)
+        });
     }
 
     /// Runs the binding cycle (Permit's wait, PreBind, Bind, PostBind),
@@ -367,22 +387,23 @@ impl Standalone {
     /// Takes a pod assumed on a node out of the cache again: what it held
     /// there is free for the next attempt, as a pod deletion would free it.
     fn forget(&self, pod: &PodInfo) {
-        self.state
-            .cache
-            .write()
-            .delete_pod(&pod.namespace, &pod.name);
-        self.state.cache.note_event();
+        self.state.cache.forget_pod(&pod.namespace, &pod.name);
     }
 
     /// Requeues and reports a pod that failed after its node was chosen (it
     /// has been unreserved and forgotten).
     async fn fail_reserved(&self, info: QueuedPodInfo, e: &PluginError) {
-        let (failure, unschedulable) = failure_of(e);
+        let (failure, waits) = failure_of(e);
         let pod = info.pod.clone();
         if let Some(d) = &self.diagnoses {
             d.record_attempt(&pod, failure.message(), self.state.cache.generation());
         }
-        self.queue.requeue(info, unschedulable);
+        let retry = match &failure {
+            _ if waits => Retry::AfterEvent(failure.rejectors().to_vec()),
+            Failure::Error { .. } => Retry::Error,
+            Failure::Unschedulable { .. } => Retry::Backoff,
+        };
+        self.requeue(info, retry);
         self.reporter.failed(&pod, &failure, None).await;
     }
 }
@@ -497,17 +518,39 @@ fn offer(state: &AppState, queue: &SchedulingQueue, p: &Pod) -> PodInfo {
     pod
 }
 
-/// Moves unschedulable pods back when the cluster changes, flushes the ones
-/// waiting over 5 minutes, and publishes queue lengths.
+/// Whether `event` may make `pod`, rejected by `rejectors`, schedulable:
+/// its profile's queueing hints (a pod whose profile is gone: yes, so that
+/// its next attempt drops it).
+fn worth_retrying(
+    policy: &CompiledPolicy,
+    pod: &PodInfo,
+    rejectors: &[&'static str],
+    event: &Observed,
+) -> bool {
+    policy
+        .profile(&pod.scheduler_name)
+        .is_none_or(|f| f.worth_retrying(pod, rejectors, event))
+}
+
+/// How often queue lengths are published and long-unschedulable pods flushed.
+const QUEUE_TICK: Duration = Duration::from_millis(200);
+
+/// Moves unschedulable pods back when a cluster event may help them (their
+/// rejecting plugins' queueing hints decide), flushes the ones waiting over
+/// 5 minutes, and publishes queue lengths.
 async fn requeue_on_events(cache: Arc<Cache>, queue: Arc<SchedulingQueue>, state: AppState) {
-    let mut seen = cache.events();
-    let mut tick = tokio::time::interval(Duration::from_millis(200));
+    let mut tick = tokio::time::interval(QUEUE_TICK);
     loop {
-        tick.tick().await;
-        let now = cache.events();
-        if now != seen {
-            seen = now;
-            queue.move_all_on_event();
+        tokio::select! {
+            () = cache.events().changed() => {
+                let events = cache.events().take();
+                let policy = state.policy.load();
+                queue.on_events(events, &|pod, rejectors, event| {
+                    worth_retrying(&policy, pod, rejectors, event)
+                });
+                continue;
+            }
+            _ = tick.tick() => {}
         }
         queue.flush_unschedulable();
         let l = queue.lengths();

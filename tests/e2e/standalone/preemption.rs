@@ -3,25 +3,41 @@
 
 use super::*;
 
-/// Polls `pod` until it is bound; returns the `status.nominatedNodeName` seen meanwhile (the
-/// last one) and the node.
+/// Watches `pod` from `created` (the object the create call returned) until it is bound; returns
+/// the `status.nominatedNodeName` any version meanwhile carried (the last one) and the node. A
+/// watch sees every version: with nothing else to schedule, the preemptor is retried as soon
+/// as its victim is gone (SchedulerPopFromBackoffQ), so its nomination may last only
+/// milliseconds.
 async fn nomination_then_node(
     env: &TestEnv,
-    pod: &str,
+    created: &k8s_openapi::api::core::v1::Pod,
 ) -> anyhow::Result<(Option<String>, String)> {
-    let deadline = Instant::now() + SCHEDULING_TIMEOUT;
+    use futures::StreamExt as _;
+    use kube::api::{WatchEvent, WatchParams};
+    let name = created.metadata.name.clone().unwrap_or_default();
+    let from = created.metadata.resource_version.clone().unwrap_or_default();
+    let params = WatchParams::default().fields(&format!("metadata.name={name}"));
+    let mut stream = env.pods().watch(&params, &from).await?.boxed();
     let mut nominated = None;
-    while Instant::now() < deadline {
-        let p = env.pods().get(pod).await?;
-        if let Some(n) = p.status.and_then(|s| s.nominated_node_name) {
-            nominated = Some(n);
+    let watched = async {
+        while let Some(event) = stream.next().await {
+            let p = match event? {
+                WatchEvent::Added(p) | WatchEvent::Modified(p) => p,
+                _ => continue,
+            };
+            if let Some(n) = p.status.and_then(|s| s.nominated_node_name) {
+                nominated = Some(n);
+            }
+            if let Some(node) = p.spec.and_then(|s| s.node_name) {
+                return Ok(node);
+            }
         }
-        if let Some(node) = p.spec.and_then(|s| s.node_name) {
-            return Ok((nominated, node));
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    anyhow::bail!("{pod} not bound within {SCHEDULING_TIMEOUT:?}")
+        anyhow::bail!("the watch of {name} ended before it was bound")
+    };
+    let node = tokio::time::timeout(SCHEDULING_TIMEOUT, watched)
+        .await
+        .with_context(|| format!("{name} not bound within {SCHEDULING_TIMEOUT:?}"))??;
+    Ok((nominated, node))
 }
 
 /// DefaultPreemption: both 2-CPU nodes are full, `n1` with a priority-10 pod and `n2` with a
@@ -56,10 +72,10 @@ async fn default_preemption_evicts_the_cheapest_victim() -> anyhow::Result<()> {
                 .request("cpu", "2"),
         )
         .await?;
-    let uid = preemptor.metadata.uid.unwrap_or_default();
-    // The nomination is visible between the preemption and the bind (the API server clears
-    // `nominatedNodeName` when it binds the pod), a second or more given the backoff.
-    let (nominated, node) = nomination_then_node(&env, "preemptor").await?;
+    let uid = preemptor.metadata.uid.clone().unwrap_or_default();
+    // The nomination is set between the preemption and the bind (the API server clears
+    // `nominatedNodeName` when it binds the pod).
+    let (nominated, node) = nomination_then_node(&env, &preemptor).await?;
     assert_eq!(nominated.as_deref(), Some(nodes[0].as_str()));
     assert_eq!(node, nodes[0]);
     assert_scheduled_event(&env, &placer, "preemptor", &nodes[0]).await?;
@@ -148,13 +164,14 @@ async fn default_preemption_spares_pods_a_budget_protects() -> anyhow::Result<()
         .await?;
     let placer = env.start_standalone("placer", &[]).await?;
 
-    env.create_pod(
-        &env.pod("preemptor")
-            .priority_class(&high)
-            .request("cpu", "2"),
-    )
-    .await?;
-    let (nominated, node) = nomination_then_node(&env, "preemptor").await?;
+    let preemptor = env
+        .create_pod(
+            &env.pod("preemptor")
+                .priority_class(&high)
+                .request("cpu", "2"),
+        )
+        .await?;
+    let (nominated, node) = nomination_then_node(&env, &preemptor).await?;
     assert_eq!(nominated.as_deref(), Some(nodes[1].as_str()));
     assert_eq!(node, nodes[1]);
     assert_scheduled_event(&env, &placer, "preemptor", &nodes[1]).await?;

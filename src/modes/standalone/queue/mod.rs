@@ -5,14 +5,21 @@
 //! - **backoff**: pods that failed recently, waiting 1 s doubling per attempt
 //!   up to 10 s;
 //! - **unschedulable**: pods no node could take; they move back when a
-//!   relevant cluster event arrives ([`SchedulingQueue::move_all_on_event`])
+//!   cluster event arrives that one of the plugins which rejected them says
+//!   may help (queueing hints, [`SchedulingQueue::on_events`] in `hints.rs`)
 //!   and at the latest after 5 minutes ([`SchedulingQueue::flush_unschedulable`]).
+//!
+//! When the active queue is empty, the pod whose backoff ends first is
+//! popped early (kube-scheduler's SchedulerPopFromBackoffQ), unless it
+//! backs off after an error.
 //!
 //! Pods rejected by a PreEnqueue plugin (scheduling gates) are held outside
 //! all three until they change. Deleted or bound pods leave the queue.
 //! A popped pod is *in flight* until it is requeued or done: updates seen
 //! meanwhile are kept for its requeue instead of queueing it a second time,
-//! and a pod deleted meanwhile is not requeued.
+//! a pod deleted meanwhile is not requeued, and cluster events seen meanwhile
+//! are checked when it comes back unschedulable (one that may help sends it
+//! to backoff instead).
 //! Entries are keyed by `namespace/name`; heaps use lazy deletion (a
 //! generation per key), so removal and update are O(log n).
 
@@ -28,6 +35,23 @@ use tokio::time::Instant;
 use super::nominator::Nominator;
 use crate::framework::{QueueSort, QueuedPodInfo, Status};
 use crate::objects::PodInfo;
+
+mod hints;
+
+pub use hints::Worth;
+
+/// How a failed pod comes back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Retry {
+    /// No node fits: wait in the unschedulable pool for a cluster event that
+    /// one of these plugins (those that rejected it) says may help.
+    AfterEvent(Vec<&'static str>),
+    /// Back off, then try again (a failure after the node was chosen, or a
+    /// preemption whose victims are on their way out).
+    Backoff,
+    /// An error: back off, and never be popped early.
+    Error,
+}
 
 /// Backoff and flush timings (kube-scheduler's defaults).
 #[derive(Debug, Clone, Copy)]
@@ -84,6 +108,8 @@ struct Entry {
     backoff_until: Instant,
     /// When the pod entered the unschedulable pool.
     unschedulable_since: Instant,
+    /// The plugins that rejected it last (unschedulable pool).
+    rejectors: Arc<[&'static str]>,
 }
 
 struct ActiveItem {
@@ -128,9 +154,21 @@ struct Inner {
     entries: HashMap<String, Entry>,
     active: BinaryHeap<ActiveItem>,
     backoff: BinaryHeap<BackoffItem>,
+    /// Pods backing off after an error: never popped early.
+    error_backoff: BinaryHeap<BackoffItem>,
     next_generation: u64,
-    /// Popped pods not yet requeued or done, with the latest update seen meanwhile.
-    in_flight: HashMap<String, Option<Arc<PodInfo>>>,
+    /// Popped pods not yet requeued or done.
+    in_flight: HashMap<String, InFlight>,
+    /// Cluster events seen while pods were in flight (`hints.rs`).
+    history: hints::History,
+}
+
+/// A popped pod.
+struct InFlight {
+    /// The latest update seen meanwhile.
+    latest: Option<Arc<PodInfo>>,
+    /// The event history's sequence number when it was popped.
+    since: u64,
 }
 
 /// The queue; shared between the informer handlers and the scheduling loop.
@@ -155,8 +193,10 @@ impl SchedulingQueue {
                 entries: HashMap::new(),
                 active: BinaryHeap::new(),
                 backoff: BinaryHeap::new(),
+                error_backoff: BinaryHeap::new(),
                 next_generation: 0,
                 in_flight: HashMap::new(),
+                history: hints::History::default(),
             }),
             ready: Notify::new(),
             sort,
@@ -197,8 +237,8 @@ impl SchedulingQueue {
         let pod = Arc::new(pod);
         let admitted = (self.pre_enqueue)(&pod).is_success();
         let mut inner = self.inner.lock();
-        if let Some(latest) = inner.in_flight.get_mut(&key) {
-            *latest = Some(pod);
+        if let Some(flying) = inner.in_flight.get_mut(&key) {
+            flying.latest = Some(pod);
             return;
         }
         if let Some(e) = inner.entries.get_mut(&key)
@@ -275,34 +315,52 @@ impl SchedulingQueue {
         self.inner.lock().in_flight.remove(&key);
     }
 
-    /// Returns a failed pod to the queue: to the unschedulable pool when no
-    /// node fits (until a cluster event), else to backoff. A pod deleted while
-    /// in flight is dropped; one updated meanwhile goes to backoff in its
-    /// latest version.
-    pub fn requeue(&self, mut info: QueuedPodInfo, mut unschedulable: bool) {
+    /// Returns a failed pod to the queue as `retry` says. A pod deleted
+    /// while in flight is dropped; one updated meanwhile goes to backoff in
+    /// its latest version; an unschedulable one goes to backoff instead of
+    /// the pool when a cluster event seen while it was in flight may help it
+    /// (`worth`, the queueing hints of its profile).
+    pub fn requeue(&self, mut info: QueuedPodInfo, retry: Retry, worth: &Worth<'_>) {
         info.attempts += 1;
         let key = key_of(&info.pod);
         let mut inner = self.inner.lock();
-        match inner.in_flight.remove(&key) {
-            None => return,
-            Some(Some(latest)) => {
-                unschedulable &= *latest == *info.pod;
-                info.pod = latest;
-            }
-            Some(None) => {}
-        }
-        let place = if unschedulable {
-            Place::Unschedulable
-        } else {
-            Place::Backoff
+        let Some(flying) = inner.in_flight.remove(&key) else {
+            return;
         };
-        self.place(&mut inner, key, info, place, Instant::now());
+        let mut retry = retry;
+        if let Some(latest) = flying.latest {
+            if *latest != *info.pod {
+                retry = Retry::Backoff;
+            }
+            info.pod = latest;
+        }
+        let rejectors: Arc<[&'static str]> = match &retry {
+            Retry::AfterEvent(plugins) => plugins.as_slice().into(),
+            _ => Arc::new([]),
+        };
+        let place = match retry {
+            Retry::AfterEvent(_)
+                if inner
+                    .history
+                    .any_since(flying.since, |ev| worth(&info.pod, &rejectors, ev)) =>
+            {
+                Place::Backoff
+            }
+            Retry::AfterEvent(_) => Place::Unschedulable,
+            Retry::Backoff | Retry::Error => Place::Backoff,
+        };
+        let after_error = matches!(retry, Retry::Error);
+        let now = Instant::now();
+        self.place_as(&mut inner, key, info, place, now, (rejectors, after_error));
+        let inner = &mut *inner;
+        inner
+            .history
+            .prune(inner.in_flight.values().map(|f| f.since));
     }
 
-    /// A cluster event that may make unschedulable pods fit (node added or
-    /// changed, pod deleted, policy reloaded): every unschedulable pod goes
-    /// back to backoff, or to active if its backoff is already over.
-    pub fn move_all_on_event(&self) {
+    /// Every unschedulable pod goes back to backoff, or to active if its
+    /// backoff is already over, whatever rejected it.
+    pub fn move_all(&self) {
         self.move_unschedulable(|_| true);
     }
 
@@ -315,6 +373,12 @@ impl SchedulingQueue {
 
     fn move_unschedulable(&self, pick: impl Fn(&Entry) -> bool) {
         let mut inner = self.inner.lock();
+        Self::move_picked(self, &mut inner, pick);
+    }
+
+    /// Moves the unschedulable pods `pick` chooses to backoff or active.
+    fn move_picked(&self, inner: &mut Inner, pick: impl Fn(&Entry) -> bool) {
+        let inner = &mut *inner;
         let now = Instant::now();
         let keys: Vec<String> = inner
             .entries
@@ -330,7 +394,7 @@ impl SchedulingQueue {
                     Place::Backoff
                 };
                 let until = e.backoff_until;
-                self.place(&mut inner, key.clone(), e.info, place, now);
+                self.place(inner, key.clone(), e.info, place, now);
                 if let Some(e) = inner.entries.get_mut(&key) {
                     e.backoff_until = until;
                 }
@@ -354,6 +418,20 @@ impl SchedulingQueue {
         place: Place,
         now: Instant,
     ) {
+        self.place_as(inner, key, info, place, now, (Arc::new([]), false));
+    }
+
+    /// [`Self::place`], with the plugins that rejected the pod and whether it
+    /// backs off after an error (its own heap: never popped early).
+    fn place_as(
+        &self,
+        inner: &mut Inner,
+        key: String,
+        info: QueuedPodInfo,
+        place: Place,
+        now: Instant,
+        (rejectors, after_error): (Arc<[&'static str]>, bool),
+    ) {
         inner.next_generation += 1;
         let generation = inner.next_generation;
         let backoff_until = now + self.backoff_for(info.attempts);
@@ -368,7 +446,12 @@ impl SchedulingQueue {
                 self.ready.notify_one();
             }
             Place::Backoff => {
-                inner.backoff.push(BackoffItem {
+                let heap = if after_error {
+                    &mut inner.error_backoff
+                } else {
+                    &mut inner.backoff
+                };
+                heap.push(BackoffItem {
                     until: std::cmp::Reverse(backoff_until),
                     key: key.clone(),
                     generation,
@@ -386,32 +469,43 @@ impl SchedulingQueue {
                 generation,
                 backoff_until,
                 unschedulable_since: now,
+                rejectors,
             },
         );
     }
 
     /// Moves pods whose backoff ended to active; returns the next backoff end.
     fn promote_backoff(&self, inner: &mut Inner, now: Instant) -> Option<Instant> {
-        while let Some(top) = inner.backoff.peek() {
-            let current = inner
-                .entries
+        let plain = self.promote_from(inner, now, false);
+        let errors = self.promote_from(inner, now, true);
+        plain.into_iter().chain(errors).min()
+    }
+
+    /// [`Self::promote_backoff`] for one of the two backoff heaps.
+    fn promote_from(&self, inner: &mut Inner, now: Instant, errors: bool) -> Option<Instant> {
+        loop {
+            let Inner {
+                entries,
+                backoff,
+                error_backoff,
+                ..
+            } = &mut *inner;
+            let heap = if errors { error_backoff } else { backoff };
+            let top = heap.peek()?;
+            let current = entries
                 .get(&top.key)
                 .is_some_and(|e| e.generation == top.generation && e.place == Place::Backoff);
-            if !current {
-                inner.backoff.pop();
-                continue;
-            }
-            if top.until.0 > now {
+            if current && top.until.0 > now {
                 return Some(top.until.0);
             }
-            let Some(item) = inner.backoff.pop() else {
-                break;
-            };
-            if let Some(e) = inner.entries.remove(&item.key) {
+            let item = heap.pop()?;
+            if !current {
+                continue;
+            }
+            if let Some(e) = entries.remove(&item.key) {
                 self.place(inner, item.key, e.info, Place::Active, now);
             }
         }
-        None
     }
 
     /// The next pod to schedule without waiting, if any is ready. The pod
@@ -425,9 +519,38 @@ impl SchedulingQueue {
                 .get(&item.key)
                 .is_some_and(|e| e.generation == item.generation && e.place == Place::Active);
             if current {
-                inner.entries.remove(&item.key);
-                inner.in_flight.insert(item.key, None);
-                return Some(item.info);
+                return Some(Self::take_in_flight(&mut inner, item.key, item.info));
+            }
+        }
+        let key = Self::earliest_backoff(&mut inner)?;
+        let entry = inner.entries.remove(&key)?;
+        Some(Self::take_in_flight(&mut inner, key, entry.info))
+    }
+
+    /// The pod leaves the queue to be scheduled.
+    fn take_in_flight(inner: &mut Inner, key: String, info: QueuedPodInfo) -> QueuedPodInfo {
+        inner.entries.remove(&key);
+        let since = inner.history.now();
+        inner.in_flight.insert(
+            key,
+            InFlight {
+                latest: None,
+                since,
+            },
+        );
+        info
+    }
+
+    /// With the active queue empty, the backing-off pod whose backoff ends
+    /// first, unless it backs off after an error (SchedulerPopFromBackoffQ).
+    fn earliest_backoff(inner: &mut Inner) -> Option<String> {
+        while let Some(top) = inner.backoff.pop() {
+            let current = inner
+                .entries
+                .get(&top.key)
+                .is_some_and(|e| e.generation == top.generation && e.place == Place::Backoff);
+            if current {
+                return Some(top.key);
             }
         }
         None

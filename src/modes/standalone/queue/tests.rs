@@ -2,7 +2,31 @@
 //! gates, pods in flight and relists.
 
 use super::*;
+use crate::cache::events::{ActionType, Change, ClusterEvent, EventResource, Observed};
 use crate::framework::{Plugin, QueueSortPlugin};
+
+/// Queueing hints that say no event helps.
+fn never(_: &PodInfo, _: &[&'static str], _: &Observed) -> bool {
+    false
+}
+
+/// A node-added event.
+fn node_added() -> Observed {
+    Observed {
+        event: ClusterEvent::new(EventResource::Node, ActionType::ADD),
+        change: Change::Nothing,
+    }
+}
+
+/// Requeues as unschedulable (rejected by "Fit"), judging events by `never`.
+fn unschedulable(q: &SchedulingQueue, info: QueuedPodInfo) {
+    q.requeue(info, Retry::AfterEvent(vec!["Fit"]), &never);
+}
+
+/// Requeues after an error (never popped before its backoff ends).
+fn errored(q: &SchedulingQueue, info: QueuedPodInfo) {
+    q.requeue(info, Retry::Error, &never);
+}
 
 /// Priority first, then earlier timestamp (PrioritySort's order).
 struct ByPriority;
@@ -67,13 +91,13 @@ async fn backoff_doubles_to_ten_seconds() {
     assert_eq!(secs, [1, 2, 4, 8, 10, 10]);
     q.add_or_update(pod("p", 0));
     let info = q.try_pop().unwrap();
-    q.requeue(info, false);
+    errored(&q, info);
     assert_eq!(q.lengths().backoff, 1);
     assert!(q.try_pop().is_none(), "still backing off");
     tokio::time::advance(Duration::from_millis(1001)).await;
     let info = q.try_pop().expect("backoff over");
     assert_eq!(info.attempts, 1);
-    q.requeue(info, false);
+    errored(&q, info);
     tokio::time::advance(Duration::from_millis(1500)).await;
     assert!(q.try_pop().is_none(), "second backoff is 2 s");
     tokio::time::advance(Duration::from_millis(600)).await;
@@ -87,12 +111,12 @@ async fn unschedulable_pods_wait_for_an_event_or_five_minutes() {
     q.add_or_update(pod("b", 0));
     let a = q.try_pop().unwrap();
     let b = q.try_pop().unwrap();
-    q.requeue(a, true);
-    q.requeue(b, true);
+    unschedulable(&q, a);
+    unschedulable(&q, b);
     tokio::time::advance(Duration::from_secs(30)).await;
     assert_eq!(q.lengths().unschedulable, 2);
     assert!(q.try_pop().is_none(), "no event yet");
-    q.move_all_on_event();
+    q.move_all();
     assert_eq!(
         names(&q).len(),
         2,
@@ -101,7 +125,7 @@ async fn unschedulable_pods_wait_for_an_event_or_five_minutes() {
 
     q.add_or_update(pod("c", 0));
     let c = q.try_pop().unwrap();
-    q.requeue(c, true);
+    unschedulable(&q, c);
     q.flush_unschedulable();
     assert_eq!(q.lengths().unschedulable, 1, "not five minutes yet");
     tokio::time::advance(Duration::from_secs(301)).await;
@@ -110,16 +134,87 @@ async fn unschedulable_pods_wait_for_an_event_or_five_minutes() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn event_during_backoff_waits_for_the_backoff() {
+async fn an_event_during_backoff_waits_for_the_backoff_unless_nothing_is_active() {
     let q = queue();
     q.add_or_update(pod("a", 0));
     let a = q.try_pop().unwrap();
-    q.requeue(a, true);
-    q.move_all_on_event();
+    unschedulable(&q, a);
+    q.move_all();
     assert_eq!(q.lengths().backoff, 1);
+    q.add_or_update(pod("b", 0));
+    // b is active: a waits out its backoff behind it...
+    assert_eq!(q.try_pop().unwrap().pod.name, "b");
+    // ...and with nothing active it is popped early (SchedulerPopFromBackoffQ).
+    assert_eq!(names(&q), ["a"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_pod_backing_off_after_an_error_is_never_popped_early() {
+    let q = queue();
+    q.add_or_update(pod("e", 0));
+    let e = q.try_pop().unwrap();
+    errored(&q, e);
     assert!(q.try_pop().is_none());
     tokio::time::advance(Duration::from_millis(1001)).await;
-    assert_eq!(names(&q), ["a"]);
+    assert_eq!(names(&q), ["e"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_event_moves_only_the_pods_whose_rejectors_hints_say_it_may_help() {
+    let q = queue();
+    for name in ["fit", "taint", "anything"] {
+        q.add_or_update(pod(name, 0));
+    }
+    let popped: Vec<QueuedPodInfo> = std::iter::from_fn(|| q.try_pop()).collect();
+    for info in popped {
+        let rejectors = match info.pod.name.as_str() {
+            "fit" => vec!["Fit"],
+            "taint" => vec!["Taint"],
+            _ => Vec::new(),
+        };
+        q.requeue(info, Retry::AfterEvent(rejectors), &never);
+    }
+    tokio::time::advance(Duration::from_secs(30)).await;
+    // Only Fit's hint says a new node helps; a pod no plugin was recorded
+    // for moves on any event.
+    let fit_only = |_: &PodInfo, rejectors: &[&'static str], _: &Observed| {
+        rejectors.is_empty() || rejectors.contains(&"Fit")
+    };
+    q.on_events(vec![node_added()], &fit_only);
+    assert_eq!(q.lengths().unschedulable, 1);
+    let mut moved = names(&q);
+    moved.sort();
+    assert_eq!(moved, ["anything", "fit"]);
+    q.on_events(vec![Observed::wildcard()], &|p, r, ev| {
+        ev.event == ClusterEvent::WILDCARD || fit_only(p, r, ev)
+    });
+    assert_eq!(names(&q), ["taint"], "a wildcard event moves every pod");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_event_seen_while_a_pod_was_in_flight_sends_it_to_backoff_if_it_may_help() {
+    let q = queue();
+    let always = |_: &PodInfo, _: &[&'static str], _: &Observed| true;
+    q.add_or_update(pod("helped", 0));
+    let helped = q.try_pop().unwrap();
+    q.on_events(vec![node_added()], &always);
+    q.requeue(helped, Retry::AfterEvent(vec!["Fit"]), &always);
+    assert_eq!(
+        q.lengths().backoff,
+        1,
+        "the node added during its attempt may fit it"
+    );
+
+    q.add_or_update(pod("not-helped", 0));
+    let _ = q.try_pop().unwrap(); // helped, popped early: nothing is active
+    let not_helped = q.try_pop().unwrap();
+    q.on_events(vec![node_added()], &always);
+    q.requeue(not_helped, Retry::AfterEvent(vec!["Taint"]), &never);
+    assert_eq!(
+        q.lengths().unschedulable,
+        1,
+        "its hints say the event cannot help"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -149,7 +244,7 @@ async fn requeue_to_backoff_wakes_a_waiting_pop() {
     // The loop waits in `pop` on an empty queue while `a` is being bound.
     let waiter = tokio::spawn(async move { q2.pop().await.pod.name.clone() });
     tokio::task::yield_now().await;
-    q.requeue(a, false);
+    errored(&q, a);
     let popped = tokio::time::timeout(Duration::from_secs(5), waiter).await;
     assert_eq!(popped.expect("pod retried after its backoff").unwrap(), "a");
 }
@@ -159,7 +254,7 @@ async fn unchanged_updates_keep_the_backoff_changed_ones_end_it() {
     let q = queue();
     q.add_or_update(pod("a", 0));
     let a = q.try_pop().unwrap();
-    q.requeue(a, false);
+    errored(&q, a);
     // e.g. the PodScheduled condition placer wrote: nothing scheduling reads.
     q.add_or_update(pod("a", 0));
     assert_eq!(q.lengths().backoff, 1);
@@ -172,7 +267,7 @@ async fn unchanged_updates_keep_the_backoff_changed_ones_end_it() {
     let b = pod("b", 0);
     q.add_or_update(b.clone());
     let b_info = q.try_pop().unwrap();
-    q.requeue(b_info, true);
+    unschedulable(&q, b_info);
     q.add_or_update(b);
     assert_eq!(
         q.lengths().unschedulable,
@@ -192,14 +287,14 @@ async fn pods_in_flight_are_not_queued_twice_nor_requeued_once_deleted() {
     assert_eq!(q.lengths(), QueueLengths::default(), "a is in flight");
     assert!(q.try_pop().is_none());
     // Unschedulable, but the pod changed meanwhile: backoff, with the update.
-    q.requeue(a, true);
+    unschedulable(&q, a);
     assert_eq!(q.lengths().backoff, 1);
     tokio::time::advance(Duration::from_millis(1001)).await;
     let a = q.try_pop().unwrap();
     assert_eq!(a.pod.labels.get("app").map(String::as_str), Some("x"));
 
     q.delete("ns", "a");
-    q.requeue(a, false);
+    errored(&q, a);
     assert_eq!(
         q.lengths(),
         QueueLengths::default(),
@@ -218,7 +313,7 @@ async fn pop_waits_for_backoff_and_new_pods() {
     let q = Arc::new(queue());
     q.add_or_update(pod("a", 0));
     let a = q.pop().await;
-    q.requeue(a, false);
+    errored(&q, a);
     let started = Instant::now();
     let again = q.pop().await;
     assert_eq!(again.pod.name, "a");
@@ -245,7 +340,7 @@ async fn a_relist_drops_pods_it_no_longer_lists() {
     assert_eq!(q.retain_only(&present), 3);
     assert!(q.nominator().node_of(&pod("nominated-gone", 0)).is_none());
     // The dropped pod in flight is not requeued when its attempt fails.
-    q.requeue(popped, false);
+    errored(&q, popped);
     tokio::time::advance(Duration::from_secs(20)).await;
     assert_eq!(names(&q), ["kept"]);
 }
