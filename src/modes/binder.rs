@@ -68,6 +68,16 @@ impl Binder {
         result
     }
 
+    /// The pod `namespace/name` as the API server has it (`None`: there is
+    /// none); the error is the API server's message or the transport's.
+    pub async fn pod(&self, namespace: &str, name: &str) -> Result<Option<Pod>, String> {
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+        api.get_opt(name).await.map_err(|e| match e {
+            kube::Error::Api(status) => status.message,
+            other => other.to_string(),
+        })
+    }
+
     async fn create(&self, args: &ExtenderBindingArgs) -> Result<(), BindError> {
         let api: Api<Pod> = Api::namespaced(self.client.clone(), &args.pod_namespace);
         let binding = Binding {
