@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{Context, anyhow, bail};
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -337,49 +337,50 @@ async fn access(
 async fn delegated_clients(
     args: &ServeArgs,
 ) -> anyhow::Result<Option<(kube::Client, kube::Client)>> {
-    let in_cluster = || -> anyhow::Result<Option<kube::Client>> {
-        match kube::Config::incluster() {
-            Ok(config) => Ok(Some(
-                kube::Client::try_from(config).context("building the in-cluster API client")?,
-            )),
-            Err(_) => Ok(None),
+    let in_cluster = match kube::Config::incluster() {
+        Ok(config) => {
+            Some(kube::Client::try_from(config).context("building the in-cluster API client")?)
         }
+        Err(_) => None,
     };
-    let from = |flag: &str, path: &PathBuf| {
-        let path = path.clone();
-        let flag = flag.to_owned();
-        async move {
-            kube_client(Some(&path))
-                .await
-                .with_context(|| format!("--{flag}"))
-        }
-    };
-    let (authentication, authorization) = match (
-        &args.authentication_kubeconfig,
-        &args.authorization_kubeconfig,
-    ) {
-        (None, None) => match in_cluster()? {
-            Some(client) => (client.clone(), client),
-            None => return Ok(None),
-        },
-        (Some(a), Some(z)) => (
-            from("authentication-kubeconfig", a).await?,
-            from("authorization-kubeconfig", z).await?,
+    let authentication = delegated_client(
+        "authentication-kubeconfig",
+        args.authentication_kubeconfig.as_deref(),
+        in_cluster.as_ref(),
+    )
+    .await?;
+    let authorization = delegated_client(
+        "authorization-kubeconfig",
+        args.authorization_kubeconfig.as_deref(),
+        in_cluster.as_ref(),
+    )
+    .await?;
+    match (authentication, authorization) {
+        (Some(authentication), Some(authorization)) => Ok(Some((authentication, authorization))),
+        (None, None) => Ok(None),
+        (Some(_), None) => bail!(
+            "--authentication-kubeconfig is set but --authorization-kubeconfig is not, and placer does not run in a cluster: set both"
         ),
-        (Some(a), None) => match in_cluster()? {
-            Some(client) => (from("authentication-kubeconfig", a).await?, client),
-            None => bail!(
-                "--authentication-kubeconfig is set but --authorization-kubeconfig is not, and placer does not run in a cluster: set both"
-            ),
-        },
-        (None, Some(z)) => match in_cluster()? {
-            Some(client) => (client, from("authorization-kubeconfig", z).await?),
-            None => bail!(
-                "--authorization-kubeconfig is set but --authentication-kubeconfig is not, and placer does not run in a cluster: set both"
-            ),
-        },
-    };
-    Ok(Some((authentication, authorization)))
+        (None, Some(_)) => bail!(
+            "--authorization-kubeconfig is set but --authentication-kubeconfig is not, and placer does not run in a cluster: set both"
+        ),
+    }
+}
+
+/// The client of one delegated review: from its flag's kubeconfig, else in-cluster.
+async fn delegated_client(
+    flag: &str,
+    kubeconfig: Option<&Path>,
+    in_cluster: Option<&kube::Client>,
+) -> anyhow::Result<Option<kube::Client>> {
+    match kubeconfig {
+        Some(path) => Ok(Some(
+            kube_client(Some(path))
+                .await
+                .with_context(|| format!("--{flag}"))?,
+        )),
+        None => Ok(in_cluster.cloned()),
+    }
 }
 
 async fn client(args: &ServeArgs) -> anyhow::Result<kube::Client> {

@@ -277,9 +277,14 @@ impl Access {
                             return Step::Now(Err(Refusal::MalformedAuthorization));
                         }
                         identity::Bearer::Absent => {
+                            let needs = if self.settings.client_ca {
+                                "credentials: a bearer token (Authorization: Bearer ...) or a client certificate with a CommonName, signed by placer's --client-ca-file"
+                            } else {
+                                "credentials: a bearer token (Authorization: Bearer ...)"
+                            };
                             return Step::Now(Err(Refusal::NoCredentials {
                                 path: path.to_owned(),
-                                needs: "credentials: a bearer token (Authorization: Bearer ...) or a client certificate with a CommonName, signed by placer's --client-ca-file",
+                                needs,
                             }));
                         }
                     },
