@@ -22,7 +22,6 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::ListParams;
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Resource};
 use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject;
@@ -214,18 +213,10 @@ fn credentials_may_go_to(url: &axum::http::Uri) -> bool {
 /// not its server, CA, basic auth or impersonation. No kubeconfig at all is
 /// no credentials, unless `--kubeconfig` named one.
 async fn credentials(kubeconfig: Option<&Path>) -> anyhow::Result<kube::config::AuthInfo> {
-    let config = match kubeconfig {
-        Some(path) => {
-            let kc = Kubeconfig::read_from(path)
-                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
-                .await
-                .with_context(|| format!("using kubeconfig {}", path.display()))?
-        }
-        None => match kube::Config::infer().await {
-            Ok(config) => config,
-            Err(_) => return Ok(kube::config::AuthInfo::default()),
-        },
+    let config = match super::kube_config(kubeconfig).await {
+        Ok(config) => config,
+        Err(_) if kubeconfig.is_none() => return Ok(kube::config::AuthInfo::default()),
+        Err(e) => return Err(e),
     };
     let user = config.auth_info;
     Ok(kube::config::AuthInfo {
@@ -242,19 +233,7 @@ async fn credentials(kubeconfig: Option<&Path>) -> anyhow::Result<kube::config::
 }
 
 async fn api_client(kubeconfig: Option<&Path>) -> anyhow::Result<Client> {
-    let config = match kubeconfig {
-        Some(path) => {
-            let kc = Kubeconfig::read_from(path)
-                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
-                .await
-                .with_context(|| format!("using kubeconfig {}", path.display()))?
-        }
-        None => kube::Config::infer()
-            .await
-            .context("finding cluster credentials (in-cluster, KUBECONFIG, ~/.kube/config)")?,
-    };
-    Client::try_from(config).context("building the API client")
+    Client::try_from(super::kube_config(kubeconfig).await?).context("building the API client")
 }
 
 /// Lists the cluster once into a fresh cache and explains from it.

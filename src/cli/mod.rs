@@ -38,6 +38,25 @@ pub fn error_message(error: &anyhow::Error) -> String {
     message
 }
 
+/// The API server's configuration from `kubeconfig`, else inferred
+/// (in-cluster, KUBECONFIG, ~/.kube/config).
+async fn kube_config(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Config> {
+    use anyhow::Context as _;
+    use kube::config::{KubeConfigOptions, Kubeconfig};
+    match kubeconfig {
+        Some(path) => {
+            let kc = Kubeconfig::read_from(path)
+                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+                .await
+                .with_context(|| format!("using kubeconfig {}", path.display()))
+        }
+        None => kube::Config::infer()
+            .await
+            .context("finding cluster credentials (in-cluster, KUBECONFIG, ~/.kube/config)"),
+    }
+}
+
 /// placer: a Kubernetes scheduler extender and standalone scheduler.
 #[derive(Debug, Parser)]
 #[command(name = "placer", version, about)]

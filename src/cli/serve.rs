@@ -6,7 +6,6 @@ use std::time::Duration;
 use std::path::Path;
 
 use anyhow::{Context, anyhow, bail};
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use tracing::{info, warn};
 
 use super::ServeArgs;
@@ -389,19 +388,7 @@ async fn client(args: &ServeArgs) -> anyhow::Result<kube::Client> {
 
 /// An API client from `kubeconfig`, or inferred (in-cluster, KUBECONFIG, ~/.kube/config).
 async fn kube_client(kubeconfig: Option<&Path>) -> anyhow::Result<kube::Client> {
-    let config = match kubeconfig {
-        Some(path) => {
-            let kubeconfig = Kubeconfig::read_from(path)
-                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-                .await
-                .with_context(|| format!("using kubeconfig {}", path.display()))?
-        }
-        None => kube::Config::infer()
-            .await
-            .context("finding cluster credentials (in-cluster, KUBECONFIG, ~/.kube/config)")?,
-    };
-    kube::Client::try_from(config).context("building the API client")
+    kube::Client::try_from(super::kube_config(kubeconfig).await?).context("building the API client")
 }
 
 /// This replica's name in the Lease and in its events: `$POD_NAME` (the

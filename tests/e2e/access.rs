@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use crate::harness::pki::{Ca, CertFiles};
 use crate::harness::{
     Caller, ExtenderConfig, HW_ANNOTATION, HW_LABEL, Placer, Scheduler, SchedulerConfig,
-    ScorePlugins, TestEnv, capability_policy, shipped_rules_in,
+    ScorePlugins, TestEnv, capability_policy, placer_cli, shipped_rules_in,
 };
 
 /// The certificates of one test: placer's serving pair from a serving CA, a client CA
@@ -150,24 +150,6 @@ fn filter_body(namespace: &str, node: &str) -> String {
     .to_string()
 }
 
-/// Runs `placer <args>`: stdout on success, the error carrying stderr otherwise.
-async fn placer_cli(args: Vec<String>) -> anyhow::Result<String> {
-    let out = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(env!("CARGO_BIN_EXE_placer"))
-            .args(&args)
-            .env_remove("KUBECONFIG")
-            .output()
-    })
-    .await??;
-    ensure!(
-        out.status.success(),
-        "placer {}: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
 /// A ServiceAccount without RBAC gets 403 on `/explain/pods/...` and `/metrics`, one bound to the
 /// shipped `placer-reader` ClusterRole 200, no token 401, and the health paths answer all of
 /// them, over plain HTTP and over mutual TLS; with mutual TLS a client certificate's CN/O is the
@@ -277,9 +259,9 @@ async fn reads_follow_the_callers_rbac_and_probes_need_nothing() -> anyhow::Resu
             args.extend(["--kubeconfig".to_string(), kubeconfig.display().to_string()]);
             args
         };
-        let answer: Value = serde_json::from_str(&placer_cli(as_user(&ids.reader.0)).await?)?;
+        let answer: Value = serde_json::from_str(&placer_cli(&as_user(&ids.reader.0)).await?)?;
         assert!(answer["summary"].is_string(), "{answer}");
-        let refused = placer_cli(as_user(&ids.nobody.0)).await.unwrap_err();
+        let refused = placer_cli(&as_user(&ids.nobody.0)).await.unwrap_err();
         assert!(
             format!("{refused:#}").contains("403 Forbidden"),
             "{refused:#}"

@@ -50,7 +50,7 @@ mod workdir;
 
 pub use env::{RUN_LABEL, TestEnv};
 pub use fixtures::{NodeBuilder, PodBuilder};
-pub use placer::Placer;
+pub use placer::{Placer, placer_cli};
 pub use policy::Policy;
 pub use probe::{Caller, http_get};
 pub(crate) use scenario::per_node_shape;

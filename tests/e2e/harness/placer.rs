@@ -196,3 +196,23 @@ impl Placer {
         }
     }
 }
+
+/// Runs `placer <args>` (the command line, not the service) without the caller's `KUBECONFIG`;
+/// returns its standard output, or fails with its standard error.
+pub async fn placer_cli<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> anyhow::Result<String> {
+    let args: Vec<std::ffi::OsString> = args.iter().map(|a| a.as_ref().to_owned()).collect();
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_placer"))
+            .args(&args)
+            .env_remove("KUBECONFIG")
+            .output()
+    })
+    .await??;
+    ensure!(
+        out.status.success(),
+        "placer {}: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
