@@ -9,7 +9,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-for tool in cargo go openssl; do
+# kubectl (in the machine image) renders the mutual-TLS kustomize Component for its e2e test.
+for tool in cargo go openssl kubectl; do
   command -v "$tool" >/dev/null || { echo "test.sh: '$tool' is required but not installed" >&2; exit 1; }
 done
 

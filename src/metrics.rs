@@ -108,6 +108,33 @@ pub struct HandshakeLabels {
     pub reason: &'static str,
 }
 
+/// Labels of refused requests.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RefusalLabels {
+    /// The route pattern (`/metrics`, `/explain/pods/{namespace}/{name}`, ...).
+    pub route: String,
+    /// Why: no_client_certificate, name_not_allowed, no_credentials,
+    /// malformed_authorization, invalid_token, forbidden, review_failed.
+    pub reason: &'static str,
+}
+
+/// Labels of `/bind` calls refused before any Binding was sent.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct BindRefusalLabels {
+    /// node_unknown, pod_not_found, already_bound, terminating,
+    /// uid_mismatch, own_scheduler, other_scheduler or lookup_failed.
+    pub reason: &'static str,
+}
+
+/// Labels of access reviews sent to the API server.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReviewLabels {
+    /// token (TokenReview) or subject_access (SubjectAccessReview).
+    pub review: &'static str,
+    /// authenticated, unauthenticated, allowed, denied or error.
+    pub result: &'static str,
+}
+
 /// Labels of scheduling attempts.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct AttemptLabels {
@@ -199,6 +226,12 @@ pub struct Metrics {
     pub http_connections_closed: Family<CloseLabels, Counter>,
     /// TLS handshakes that failed, by reason.
     pub tls_handshake_failures: Family<HandshakeLabels, Counter>,
+    /// Requests refused by the access checks, by route and reason.
+    pub http_refusals: Family<RefusalLabels, Counter>,
+    /// TokenReviews and SubjectAccessReviews sent, by result.
+    pub access_reviews: Family<ReviewLabels, Counter>,
+    /// Extender: `/bind` calls refused before reaching the API server, by reason.
+    pub bind_refusals: Family<BindRefusalLabels, Counter>,
     /// Standalone scheduling attempts by result.
     pub schedule_attempts: Family<AttemptLabels, Counter>,
     /// Standalone: time from a pod's (last) queueing to its successful bind.
@@ -309,6 +342,24 @@ impl Metrics {
             "TLS handshakes that failed, by reason (rejected by rustls, timeout)",
             tls_handshake_failures.clone(),
         );
+        let http_refusals = Family::<RefusalLabels, Counter>::default();
+        registry.register(
+            "http_refusals",
+            "Requests refused by the access checks (client certificate, delegated authentication and authorization), by route and reason",
+            http_refusals.clone(),
+        );
+        let access_reviews = Family::<ReviewLabels, Counter>::default();
+        registry.register(
+            "access_reviews",
+            "TokenReviews and SubjectAccessReviews sent to the API server (cache misses), by review and result",
+            access_reviews.clone(),
+        );
+        let bind_refusals = Family::<BindRefusalLabels, Counter>::default();
+        registry.register(
+            "bind_refusals",
+            "Extender: /bind calls refused before any Binding was sent, by reason",
+            bind_refusals.clone(),
+        );
         let schedule_attempts = Family::<AttemptLabels, Counter>::default();
         registry.register(
             "schedule_attempts",
@@ -411,6 +462,9 @@ impl Metrics {
             http_connections,
             http_connections_closed,
             tls_handshake_failures,
+            http_refusals,
+            access_reviews,
+            bind_refusals,
             schedule_attempts,
             scheduling_duration,
             pending_pods,
@@ -500,6 +554,30 @@ impl Metrics {
     pub fn handshake_failed(&self, reason: &'static str) {
         self.tls_handshake_failures
             .get_or_create(&HandshakeLabels { reason })
+            .inc();
+    }
+
+    /// Records a request the access checks refused.
+    pub fn refused(&self, route: &str, reason: &'static str) {
+        self.http_refusals
+            .get_or_create(&RefusalLabels {
+                route: route.to_owned(),
+                reason,
+            })
+            .inc();
+    }
+
+    /// Records an access review sent to the API server.
+    pub fn access_review(&self, review: &'static str, result: &'static str) {
+        self.access_reviews
+            .get_or_create(&ReviewLabels { review, result })
+            .inc();
+    }
+
+    /// Records a `/bind` refused before reaching the API server.
+    pub fn bind_refused(&self, reason: &'static str) {
+        self.bind_refusals
+            .get_or_create(&BindRefusalLabels { reason })
             .inc();
     }
 

@@ -67,7 +67,12 @@ fn the_root_policy_has_an_extender_and_a_standalone_profile() {
     );
     let extender = policy.profile("extender").expect("extender profile");
     let standalone = policy.profile("placer").expect("standalone profile");
-    assert_eq!(extender.plugins().len(), 3);
+    let extender_names: Vec<&str> = extender.plugins().iter().map(|p| p.plugin.name()).collect();
+    assert_eq!(
+        extender_names,
+        ["CapabilityFilter", "ZoneSpread", "NetQoS", "DefaultBinder"],
+        "a profile naming no Bind plugin binds with DefaultBinder"
+    );
     let names: Vec<&str> = standalone
         .plugins()
         .iter()

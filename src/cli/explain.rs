@@ -1,8 +1,10 @@
 //! `placer explain`: why a pod is pending, or where it would go.
 //!
 //! - `placer explain NAMESPACE/NAME --server URL`: asks a running placer
-//!   (`GET /explain/pods/...`), over HTTPS with `--ca-file` and, for mutual
-//!   TLS, `--client-cert-file`/`--client-key-file`;
+//!   (`GET /explain/pods/...`), over HTTPS with `--ca-file`, sending the
+//!   kubeconfig's credentials (bearer token, or client certificate), so the
+//!   user's own RBAC decides what placer shows them (design §3.4), or
+//!   `--client-cert-file`/`--client-key-file`;
 //! - `placer explain NAMESPACE/NAME [--kubeconfig PATH]`: lists the cluster
 //!   once from the API server into a fresh cache and explains from it;
 //! - `placer explain --cluster FILE --pod FILE`: offline, as `placer score`.
@@ -20,7 +22,6 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::ListParams;
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Resource};
 use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject;
@@ -44,19 +45,23 @@ pub struct ExplainArgs {
     /// The live pod, as NAMESPACE/NAME.
     #[arg(required_unless_present = "cluster", conflicts_with = "cluster")]
     pub target: Option<String>,
-    /// A running placer (http://host:port or https://...).
-    #[arg(long, conflicts_with_all = ["kubeconfig", "cluster"])]
+    /// A running placer (https://host:port, or http://...); the
+    /// kubeconfig's credentials go with the request (to HTTPS or loopback
+    /// servers only).
+    #[arg(long, conflicts_with = "cluster")]
     pub server: Option<String>,
     /// CA that signed the placer's certificate (--server https://...).
     #[arg(long, requires = "server")]
     pub ca_file: Option<PathBuf>,
-    /// Client certificate for a placer that requires one (PEM).
+    /// Client certificate to present to placer instead of the kubeconfig's (PEM).
     #[arg(long, requires_all = ["server", "client_key_file"])]
     pub client_cert_file: Option<PathBuf>,
     /// Key of --client-cert-file (PEM).
     #[arg(long, requires = "client_cert_file")]
     pub client_key_file: Option<PathBuf>,
-    /// Kubeconfig for the one-shot cache (default: in-cluster, then KUBECONFIG, then ~/.kube/config).
+    /// Kubeconfig for the one-shot cache, or, with --server, whose user's
+    /// token or certificate is sent to placer (default: KUBECONFIG, then
+    /// ~/.kube/config, then in-cluster).
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
     /// Offline: nodes and pods (YAML/JSON), as `placer score`.
@@ -131,21 +136,28 @@ async fn from_server(
     let url: axum::http::Uri = server
         .parse()
         .with_context(|| format!("--server {server:?}: not a URL"))?;
-    let mut config = kube::Config::new(url);
+    let mut config = kube::Config::new(url.clone());
     if let Some(ca) = &args.ca_file {
         let certs = CertificateDer::pem_file_iter(ca)
             .and_then(|i| i.collect::<Result<Vec<_>, _>>())
             .map_err(|e| anyhow::anyhow!("--ca-file {}: {e}", ca.display()))?;
         config.root_cert = Some(certs.into_iter().map(|c| c.to_vec()).collect());
     }
-    config.auth_info.client_certificate = args
-        .client_cert_file
-        .as_ref()
-        .map(|p| p.display().to_string());
-    config.auth_info.client_key = args
-        .client_key_file
-        .as_ref()
-        .map(|p| p.display().to_string());
+    if credentials_may_go_to(&url) {
+        config.auth_info = credentials(args.kubeconfig.as_deref()).await?;
+    } else {
+        eprintln!(
+            "warning: {server} is plain HTTP and not on this host: the kubeconfig's credentials are not sent"
+        );
+    }
+    if let (Some(cert), Some(key)) = (&args.client_cert_file, &args.client_key_file) {
+        config.auth_info.client_certificate = Some(cert.display().to_string());
+        config.auth_info.client_key = Some(key.display().to_string());
+        config.auth_info.client_certificate_data = None;
+        config.auth_info.client_key_data = None;
+    }
+    let presents_certificate = config.auth_info.client_certificate.is_some()
+        || config.auth_info.client_certificate_data.is_some();
     let client = Client::try_from(config).context("building the HTTP client")?;
     let format = match args.format {
         OutputFormat::Table => "table",
@@ -155,10 +167,14 @@ async fn from_server(
         axum::http::Request::get(format!("/explain/pods/{namespace}/{name}?format={format}"))
             .body(kube::client::Body::empty())
             .context("building the request")?;
-    let response = client
-        .send(request)
-        .await
-        .with_context(|| format!("asking {server}"))?;
+    let response = client.send(request).await.with_context(|| {
+        let hint = if presents_certificate {
+            " (if placer refused the client certificate: its --client-ca-file must trust the CA that signed it; a kubeconfig with a token needs none)"
+        } else {
+            ""
+        };
+        format!("asking {server}{hint}")
+    })?;
     let status = response.status();
     let bytes = http_body_util::BodyExt::collect(response.into_body())
         .await
@@ -175,20 +191,49 @@ async fn from_server(
     Ok(body)
 }
 
-async fn api_client(kubeconfig: Option<&Path>) -> anyhow::Result<Client> {
-    let config = match kubeconfig {
-        Some(path) => {
-            let kc = Kubeconfig::read_from(path)
-                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
-                .await
-                .with_context(|| format!("using kubeconfig {}", path.display()))?
-        }
-        None => kube::Config::infer()
-            .await
-            .context("finding cluster credentials (in-cluster, KUBECONFIG, ~/.kube/config)")?,
+/// Whether credentials may be sent to `url`: over HTTPS, or to this host
+/// (`kubectl port-forward`), never in the clear across a network.
+fn credentials_may_go_to(url: &axum::http::Uri) -> bool {
+    if url.scheme_str() == Some("https") {
+        return true;
+    }
+    match url.host() {
+        Some("localhost") => true,
+        Some(host) => host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback()),
+        None => false,
+    }
+}
+
+/// The credentials of the kubeconfig's current user (token, token file,
+/// client certificate, exec or auth-provider plugins), nothing else of it:
+/// not its server, CA, basic auth or impersonation. No kubeconfig at all is
+/// no credentials, unless `--kubeconfig` named one.
+async fn credentials(kubeconfig: Option<&Path>) -> anyhow::Result<kube::config::AuthInfo> {
+    let config = match super::kube_config(kubeconfig).await {
+        Ok(config) => config,
+        Err(_) if kubeconfig.is_none() => return Ok(kube::config::AuthInfo::default()),
+        Err(e) => return Err(e),
     };
-    Client::try_from(config).context("building the API client")
+    let user = config.auth_info;
+    Ok(kube::config::AuthInfo {
+        token: user.token,
+        token_file: user.token_file,
+        client_certificate: user.client_certificate,
+        client_certificate_data: user.client_certificate_data,
+        client_key: user.client_key,
+        client_key_data: user.client_key_data,
+        auth_provider: user.auth_provider,
+        exec: user.exec,
+        ..Default::default()
+    })
+}
+
+async fn api_client(kubeconfig: Option<&Path>) -> anyhow::Result<Client> {
+    Client::try_from(super::kube_config(kubeconfig).await?).context("building the API client")
 }
 
 /// Lists the cluster once into a fresh cache and explains from it.
@@ -277,6 +322,45 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn credentials_go_over_https_or_to_this_host_only() {
+        for (url, ok) in [
+            ("https://placer.placer-system.svc:8443", true),
+            ("http://localhost:8888", true),
+            ("http://127.0.0.1:8888", true),
+            ("http://[::1]:8888", true),
+            ("http://placer.placer-system.svc:8888", false),
+            ("http://10.0.0.7:8888", false),
+        ] {
+            let uri: axum::http::Uri = url.parse().unwrap();
+            assert_eq!(credentials_may_go_to(&uri), ok, "{url}");
+        }
+    }
+
+    #[tokio::test]
+    async fn only_the_users_credentials_are_taken_from_the_kubeconfig() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("kubeconfig");
+        std::fs::write(
+            &path,
+            "apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: 'https://10.0.0.1:6443'}}]
+users: [{name: u, user: {token: abc, as: someone-else}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+",
+        )
+        .unwrap();
+        let user = credentials(Some(&path)).await.unwrap();
+        assert!(user.token.is_some());
+        assert_eq!(user.impersonate, None);
+        let e = credentials(Some(&dir.path().join("missing")))
+            .await
+            .unwrap_err();
+        assert!(format!("{e:#}").contains("reading kubeconfig"), "{e:#}");
+    }
 
     #[test]
     fn targets_are_namespace_slash_name_checked_by_part() {

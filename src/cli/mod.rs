@@ -7,6 +7,7 @@ mod serve;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
@@ -35,6 +36,25 @@ pub fn error_message(error: &anyhow::Error) -> String {
         message.push_str(&text);
     }
     message
+}
+
+/// The API server's configuration from `kubeconfig`, else inferred
+/// (in-cluster, KUBECONFIG, ~/.kube/config).
+async fn kube_config(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Config> {
+    use anyhow::Context as _;
+    use kube::config::{KubeConfigOptions, Kubeconfig};
+    match kubeconfig {
+        Some(path) => {
+            let kc = Kubeconfig::read_from(path)
+                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+                .await
+                .with_context(|| format!("using kubeconfig {}", path.display()))
+        }
+        None => kube::Config::infer()
+            .await
+            .context("finding cluster credentials (in-cluster, KUBECONFIG, ~/.kube/config)"),
+    }
 }
 
 /// placer: a Kubernetes scheduler extender and standalone scheduler.
@@ -128,9 +148,45 @@ pub struct ServeArgs {
     /// Private key for --tls-cert-file (PEM).
     #[arg(long, requires = "tls_cert_file")]
     pub tls_key_file: Option<PathBuf>,
-    /// Require client certificates signed by this CA (mutual TLS).
+    /// Verify client certificates against this CA (mutual TLS): the verbs
+    /// then need one (kube-scheduler's tlsConfig.certFile), and a
+    /// certificate's CN and O stand for a user and groups on the other paths.
+    /// Clients without one still connect (probes, Prometheus).
     #[arg(long, requires = "tls_cert_file")]
     pub client_ca_file: Option<PathBuf>,
+    /// CommonNames of client certificates allowed to call the verbs
+    /// (comma-separated); empty: any certificate from --client-ca-file.
+    #[arg(long, value_delimiter = ',', requires = "client_ca_file")]
+    pub verbs_allowed_names: Vec<String>,
+    /// Kubeconfig with the right to create tokenreviews.authentication.k8s.io:
+    /// bearer tokens on the paths other than the verbs are checked through
+    /// it. Default: in-cluster, when placer runs in a pod; else no token
+    /// authentication (as kube-scheduler).
+    #[arg(long, value_name = "FILE")]
+    pub authentication_kubeconfig: Option<PathBuf>,
+    /// Kubeconfig with the right to create
+    /// subjectaccessreviews.authorization.k8s.io: access to the paths other
+    /// than the verbs is authorized through it. Default: in-cluster.
+    #[arg(long, value_name = "FILE")]
+    pub authorization_kubeconfig: Option<PathBuf>,
+    /// Paths served without authentication or authorization (comma-separated;
+    /// a trailing * matches a prefix), as kube-scheduler's flag.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "/healthz,/readyz,/livez",
+        value_parser = parse_always_allow_path
+    )]
+    pub authorization_always_allow_paths: Vec<String>,
+    /// How long TokenReview answers are kept (a Go duration, e.g. 10s, 2m).
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub authentication_token_webhook_cache_ttl: Duration,
+    /// How long "allowed" SubjectAccessReview answers are kept.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub authorization_webhook_cache_authorized_ttl: Duration,
+    /// How long "denied" SubjectAccessReview answers are kept.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub authorization_webhook_cache_unauthorized_ttl: Duration,
     /// Do not watch the policy file for changes.
     #[arg(long)]
     pub no_policy_reload: bool,
@@ -199,6 +255,44 @@ fn parse_path_prefix(value: &str) -> Result<String, String> {
     Ok(prefix.to_string())
 }
 
+/// One `--authorization-always-allow-paths` entry: `*` only at the end.
+fn parse_always_allow_path(value: &str) -> Result<String, String> {
+    crate::ops::access::AlwaysAllow::new(&[value])?;
+    Ok(value.to_owned())
+}
+
+/// A Go duration as kube-scheduler's flags take it: one or more
+/// `<number><unit>` with units h, m, s, ms (e.g. `10s`, `1m30s`), or `0`.
+fn parse_duration(value: &str) -> Result<Duration, String> {
+    if value == "0" {
+        return Ok(Duration::ZERO);
+    }
+    let bad = || format!("{value:?} is not a duration (examples: 10s, 2m, 1m30s, 500ms)");
+    let mut total = Duration::ZERO;
+    let mut rest = value;
+    if rest.is_empty() {
+        return Err(bad());
+    }
+    while !rest.is_empty() {
+        let digits = rest.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
+        let number: u64 = rest[..digits].parse().map_err(|_| bad())?;
+        rest = &rest[digits..];
+        let unit = rest
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let part = match &rest[..unit] {
+            "h" => Duration::from_secs(number.saturating_mul(3600)),
+            "m" => Duration::from_secs(number.saturating_mul(60)),
+            "s" => Duration::from_secs(number),
+            "ms" => Duration::from_millis(number),
+            _ => return Err(bad()),
+        };
+        total = total.saturating_add(part);
+        rest = &rest[unit..];
+    }
+    Ok(total)
+}
+
 /// Options of `placer score`.
 #[derive(Debug, clap::Args)]
 pub struct ScoreArgs {
@@ -252,6 +346,51 @@ mod tests {
         let err = Cli::try_parse_from(["placer", "serve", "--path-prefix", "/{x}"]).unwrap_err();
         assert_eq!(err.exit_code(), 2);
         assert!(err.to_string().contains("--path-prefix"), "{err}");
+    }
+
+    #[test]
+    fn durations_are_read_as_go_writes_them() {
+        for (given, secs, millis) in [
+            ("10s", 10, 0),
+            ("2m", 120, 0),
+            ("1m30s", 90, 0),
+            ("1h", 3600, 0),
+            ("500ms", 0, 500),
+            ("0", 0, 0),
+            ("0s", 0, 0),
+        ] {
+            let expected = Duration::from_secs(secs) + Duration::from_millis(millis);
+            assert_eq!(parse_duration(given), Ok(expected), "{given}");
+        }
+        for bad in ["", "10", "s", "10x", "-1s", "1.5s", "10 s"] {
+            assert!(parse_duration(bad).is_err(), "{bad} accepted");
+        }
+    }
+
+    #[test]
+    fn access_flags_parse_as_kube_scheduler_s() {
+        let Command::Serve(args) = Cli::try_parse_from(["placer", "serve"]).unwrap().command else {
+            panic!("not serve");
+        };
+        assert_eq!(
+            args.authorization_always_allow_paths,
+            ["/healthz", "/readyz", "/livez"]
+        );
+        assert_eq!(
+            args.authentication_token_webhook_cache_ttl,
+            Duration::from_secs(10)
+        );
+        let err = Cli::try_parse_from([
+            "placer",
+            "serve",
+            "--authorization-always-allow-paths=/healthz,/a*b",
+        ])
+        .unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+        assert!(err.to_string().contains("only a trailing *"), "{err}");
+        let err = Cli::try_parse_from(["placer", "serve", "--verbs-allowed-names=kube-scheduler"])
+            .unwrap_err();
+        assert!(err.to_string().contains("--client-ca-file"), "{err}");
     }
 
     #[derive(Debug, thiserror::Error)]

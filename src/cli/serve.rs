@@ -3,17 +3,20 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Context, bail};
-use kube::config::{KubeConfigOptions, Kubeconfig};
+use std::path::Path;
+
+use anyhow::{Context, anyhow, bail};
 use tracing::{info, warn};
 
 use super::ServeArgs;
 use crate::cache::{Cache, ClusterState, snapshot_file, watch};
 use crate::explain::pending::PendingFeed;
 use crate::explain::{self, Diagnoses, Explainer, InTree, PendingPods};
+use crate::metrics::Metrics;
 use crate::modes::extender::{Binder, ExtenderState, Settings};
 use crate::modes::standalone::leader;
 use crate::modes::standalone::scheduler::Standalone;
+use crate::ops::access::{Access, AccessSettings, AlwaysAllow, ReviewSettings, Reviewer, Scheme};
 use crate::ops::policy_reload::PolicyReloader;
 use crate::ops::signals::{Reloaders, Signals};
 use crate::ops::telemetry;
@@ -21,7 +24,7 @@ use crate::ops::tls::{TlsFiles, TlsReloader};
 use crate::policy::{self, CompiledPolicy};
 use crate::server::conn::Timeouts;
 use crate::server::listener::{Limits, Listener, Transport};
-use crate::state::AppState;
+use crate::state::{AppState, Mode};
 
 /// Runs the service until SIGTERM, SIGINT or SIGQUIT.
 pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
@@ -90,6 +93,11 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         request_timeout: Duration::from_millis(args.request_timeout_ms),
         verbs_enabled: args.mode.serves_verbs(),
         path_prefix: args.path_prefix.clone(),
+        own_scheduling: match args.mode {
+            Mode::Extender => None,
+            Mode::Standalone => Some("standalone"),
+            Mode::Both => Some("both"),
+        },
     };
     let state = AppState::new(compiled, cache);
     let binder = api_client
@@ -97,6 +105,10 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .map(|client| Arc::new(Binder::new(client, state.metrics.clone())));
     let mut verbs = ExtenderState::new(&state, binder, settings);
     let explainer = explainer(&args, &state, pending, api_client.as_ref())?;
+    if explain_pods(&args) {
+        // A watch feeds the store: /bind finds unscheduled pods there.
+        verbs.pending = Some(explainer.pending.clone());
+    }
     if let (Some(client), true) = (
         &api_client,
         args.mode.serves_verbs() && !args.no_retry_prompts,
@@ -159,8 +171,9 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         }
         _ => None,
     };
+    let access = access(&args, tls.is_some(), metrics.clone()).await?;
     let cache = state.cache.clone();
-    let app = crate::server::router(state, verbs, Some(explainer));
+    let app = crate::server::secured_router(state, verbs, Some(explainer), &access);
     let listener = Listener::bind(args.listen).await?;
     let listen = listener.local_addr();
     let transport = match &tls {
@@ -262,20 +275,120 @@ fn explainer(
     Ok(explainer)
 }
 
-async fn client(args: &ServeArgs) -> anyhow::Result<kube::Client> {
-    let config = match &args.kubeconfig {
-        Some(path) => {
-            let kubeconfig = Kubeconfig::read_from(path)
-                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-                .await
-                .with_context(|| format!("using kubeconfig {}", path.display()))?
+/// The access checks (design §3.4): the verbs need a client certificate
+/// when there is a client CA; the other paths are reviewed through the API
+/// server when delegated authentication is configured (the two kubeconfig
+/// flags, else in-cluster), else need a client certificate when there is a
+/// client CA, else are open.
+async fn access(
+    args: &ServeArgs,
+    https: bool,
+    metrics: Arc<Metrics>,
+) -> anyhow::Result<Arc<Access>> {
+    let always_allow = AlwaysAllow::new(&args.authorization_always_allow_paths)
+        .map_err(|e| anyhow!("--authorization-always-allow-paths: {e}"))?;
+    let client_ca = args.client_ca_file.is_some();
+    let reads = match delegated_clients(args).await? {
+        Some((authentication, authorization)) => {
+            if !https {
+                warn!(
+                    "delegated authentication over plain HTTP: bearer tokens cross the network unencrypted; serve HTTPS (--tls-cert-file)"
+                );
+            }
+            let settings = ReviewSettings {
+                token_ttl: args.authentication_token_webhook_cache_ttl,
+                allowed_ttl: args.authorization_webhook_cache_authorized_ttl,
+                denied_ttl: args.authorization_webhook_cache_unauthorized_ttl,
+                ..ReviewSettings::default()
+            };
+            let reviewer = Reviewer::new(authentication, authorization, settings, metrics.clone())
+                .map_err(|_| anyhow!("no random source for the token cache's key"))?;
+            Scheme::Delegated(Arc::new(reviewer))
         }
-        None => kube::Config::infer()
-            .await
-            .context("finding cluster credentials (in-cluster, KUBECONFIG, ~/.kube/config)")?,
+        None if client_ca => Scheme::ClientCertificate,
+        None => Scheme::Open,
     };
-    kube::Client::try_from(config).context("building the API client")
+    info!(
+        verbs = if client_ca { "client certificate" } else { "open" },
+        reads = match reads {
+            Scheme::Delegated(_) => "delegated (TokenReview, SubjectAccessReview)",
+            Scheme::ClientCertificate => "client certificate",
+            Scheme::Open => "open",
+        },
+        always_allow = ?args.authorization_always_allow_paths,
+        "access checks"
+    );
+    Ok(Access::new(
+        AccessSettings {
+            client_ca,
+            verbs_allowed_names: args.verbs_allowed_names.clone(),
+            always_allow,
+            reads,
+        },
+        metrics,
+    ))
+}
+
+/// The API clients of delegated authentication and authorization: from
+/// their kubeconfig flags, a missing one from the in-cluster configuration;
+/// `None` when neither flag is given and placer runs outside a cluster (as
+/// kube-scheduler, whose kubeconfigs are optional the same way).
+async fn delegated_clients(
+    args: &ServeArgs,
+) -> anyhow::Result<Option<(kube::Client, kube::Client)>> {
+    let in_cluster = match kube::Config::incluster() {
+        Ok(config) => {
+            Some(kube::Client::try_from(config).context("building the in-cluster API client")?)
+        }
+        Err(_) => None,
+    };
+    let authentication = delegated_client(
+        "authentication-kubeconfig",
+        args.authentication_kubeconfig.as_deref(),
+        in_cluster.as_ref(),
+    )
+    .await?;
+    let authorization = delegated_client(
+        "authorization-kubeconfig",
+        args.authorization_kubeconfig.as_deref(),
+        in_cluster.as_ref(),
+    )
+    .await?;
+    match (authentication, authorization) {
+        (Some(authentication), Some(authorization)) => Ok(Some((authentication, authorization))),
+        (None, None) => Ok(None),
+        (Some(_), None) => bail!(
+            "--authentication-kubeconfig is set but --authorization-kubeconfig is not, and placer does not run in a cluster: set both"
+        ),
+        (None, Some(_)) => bail!(
+            "--authorization-kubeconfig is set but --authentication-kubeconfig is not, and placer does not run in a cluster: set both"
+        ),
+    }
+}
+
+/// The client of one delegated review: from its flag's kubeconfig, else in-cluster.
+async fn delegated_client(
+    flag: &str,
+    kubeconfig: Option<&Path>,
+    in_cluster: Option<&kube::Client>,
+) -> anyhow::Result<Option<kube::Client>> {
+    match kubeconfig {
+        Some(path) => Ok(Some(
+            kube_client(Some(path))
+                .await
+                .with_context(|| format!("--{flag}"))?,
+        )),
+        None => Ok(in_cluster.cloned()),
+    }
+}
+
+async fn client(args: &ServeArgs) -> anyhow::Result<kube::Client> {
+    kube_client(args.kubeconfig.as_deref()).await
+}
+
+/// An API client from `kubeconfig`, or inferred (in-cluster, KUBECONFIG, ~/.kube/config).
+async fn kube_client(kubeconfig: Option<&Path>) -> anyhow::Result<kube::Client> {
+    kube::Client::try_from(super::kube_config(kubeconfig).await?).context("building the API client")
 }
 
 /// This replica's name in the Lease and in its events: `$POD_NAME` (the

@@ -5,7 +5,8 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use kube::Client;
+use k8s_openapi::api::core::v1::Pod;
+use kube::{Api, Client};
 
 use crate::metrics::Metrics;
 use crate::plugins::default_binder::{BindTarget, create_binding};
@@ -40,5 +41,15 @@ impl Binder {
         self.metrics
             .bound(result.is_ok(), started.elapsed().as_secs_f64());
         result
+    }
+
+    /// The pod `namespace/name` as the API server has it (`None`: there is
+    /// none); the error is the API server's message or the transport's.
+    pub async fn pod(&self, namespace: &str, name: &str) -> Result<Option<Pod>, String> {
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+        api.get_opt(name).await.map_err(|e| match e {
+            kube::Error::Api(status) => status.message,
+            other => other.to_string(),
+        })
     }
 }

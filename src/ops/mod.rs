@@ -1,6 +1,7 @@
-//! Operations: health and readiness, introspection endpoints,
+//! Operations: who may call what, health and readiness, introspection endpoints,
 //! logging, signals, TLS, and hot reload of the policy and certificates.
 
+pub mod access;
 pub mod debug;
 pub mod file_watch;
 pub mod health;

@@ -2,6 +2,13 @@
 //! SIGHUP, and
 //! optional client-certificate verification (mutual TLS with kube-scheduler's
 //! `tlsConfig.certFile/keyFile`).
+//!
+//! With a client CA the server asks for a certificate and verifies one when
+//! given, but accepts clients without one (Go's `VerifyClientCertIfGiven`,
+//! as kube-scheduler's own port does): the kubelet's probes and Prometheus
+//! send none. A certificate that does not chain to the CA still fails the
+//! handshake. Which paths need a certificate is decided per route
+//! ([`crate::ops::access`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -27,7 +34,7 @@ pub struct TlsFiles {
     pub cert: PathBuf,
     /// Server private key (PEM).
     pub key: PathBuf,
-    /// CA that client certificates must chain to; `None` = no client auth.
+    /// CA that client certificates, when given, must chain to; `None` = none asked for.
     pub client_ca: Option<PathBuf>,
 }
 
@@ -80,6 +87,7 @@ impl TlsFiles {
                 }
                 let verifier =
                     WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+                        .allow_unauthenticated()
                         .build()
                         .map_err(|e| file_error(ca, e))?;
                 builder.with_client_cert_verifier(verifier)

@@ -123,6 +123,7 @@ struct RawPolicy {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct RawExtender {
     default_profile: Option<NonEmpty>,
+    scheduler_names: Option<Vec<NonEmpty>>,
 }
 
 #[derive(Deserialize)]
@@ -238,11 +239,32 @@ impl RawPolicy {
                 locate(text, "defaultProfile:", 1),
             ));
         }
+        if let Some(names) = &self.extender.scheduler_names {
+            if names.is_empty() {
+                return Err((
+                    "extender.schedulerNames: an empty list would refuse every /bind; leave it out to accept any scheduler".into(),
+                    locate(text, "schedulerNames:", 1),
+                ));
+            }
+            let mut listed = HashSet::new();
+            for (i, n) in names.iter().enumerate() {
+                if !listed.insert(n.as_str()) {
+                    return Err((
+                        format!("extender.schedulerNames[{i}]: duplicate {:?}", n.as_str()),
+                        locate(text, "schedulerNames:", 1),
+                    ));
+                }
+            }
+        }
         Ok(Policy {
             api_version: self.api_version,
             kind: self.kind,
             extender: ExtenderSettings {
                 default_profile: self.extender.default_profile.map(|d| d.to_string()),
+                scheduler_names: self
+                    .extender
+                    .scheduler_names
+                    .map(|names| names.iter().map(ToString::to_string).collect()),
             },
             percentage_of_nodes_to_score: global,
             profiles: self
@@ -440,6 +462,45 @@ profiles:
             e.contains("profiles[0].plugins[1].weight: invalid type"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn extender_scheduler_names_are_optional_non_empty_and_unique() {
+        assert_eq!(
+            parse(GOOD, "p.yaml").unwrap().extender.scheduler_names,
+            None
+        );
+        let listed = GOOD.replace(
+            "  defaultProfile: extender\n",
+            "  defaultProfile: extender\n  schedulerNames: [default-scheduler, placer-extender]\n",
+        );
+        assert_eq!(
+            parse(&listed, "p.yaml").unwrap().extender.scheduler_names,
+            Some(vec!["default-scheduler".into(), "placer-extender".into()])
+        );
+        let empty = GOOD.replace(
+            "  defaultProfile: extender\n",
+            "  defaultProfile: extender\n  schedulerNames: []\n",
+        );
+        assert!(
+            err(&empty).starts_with("p.yaml:5:3: extender.schedulerNames: an empty list"),
+            "{}",
+            err(&empty)
+        );
+        let twice = GOOD.replace(
+            "  defaultProfile: extender\n",
+            "  defaultProfile: extender\n  schedulerNames: [a, b, a]\n",
+        );
+        assert!(
+            err(&twice).contains("extender.schedulerNames[2]: duplicate \"a\""),
+            "{}",
+            err(&twice)
+        );
+        let blank = GOOD.replace(
+            "  defaultProfile: extender\n",
+            "  defaultProfile: extender\n  schedulerNames: [\"\"]\n",
+        );
+        assert!(err(&blank).contains("non-empty"), "{}", err(&blank));
     }
 
     #[test]

@@ -48,6 +48,10 @@ pub struct Policy {
 pub struct ExtenderSettings {
     /// Profile used for pods whose `schedulerName` matches no profile.
     pub default_profile: Option<String>,
+    /// The `schedulerName`s of the kube-scheduler profiles this extender
+    /// serves: when set, `/bind` refuses pods of any other scheduler.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scheduler_names: Option<Vec<String>>,
 }
 
 /// One profile.

@@ -41,6 +41,7 @@ use tower::ServiceExt;
 use tracing::debug;
 
 use crate::metrics::Metrics;
+use crate::ops::access::ClientCert;
 
 /// Per-connection timeouts.
 #[derive(Debug, Clone, Copy)]
@@ -224,11 +225,21 @@ impl<I: AsyncWrite + Unpin> AsyncWrite for Watched<I> {
     }
 }
 
-/// Serves `io` (accepted at `accepted`) until the client closes, a timeout
-/// expires, or — after `stop` — the open requests are answered.
+/// What the accept loop knows of a connection.
+#[derive(Debug, Clone)]
+pub struct Accepted {
+    /// When it was accepted.
+    pub at: Instant,
+    /// The client certificate its TLS handshake verified, handed to every
+    /// request on it as an extension (the access checks read it).
+    pub peer: Option<Arc<ClientCert>>,
+}
+
+/// Serves `io` until the client closes, a timeout expires, or — after
+/// `stop` — the open requests are answered.
 pub async fn serve<I>(
     io: I,
-    accepted: Instant,
+    accepted: Accepted,
     app: Router,
     builder: &auto::Builder<TokioExecutor>,
     timeouts: Timeouts,
@@ -237,15 +248,19 @@ pub async fn serve<I>(
 ) where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let activity = Arc::new(Activity::new(accepted));
+    let activity = Arc::new(Activity::new(accepted.at));
+    let peer = accepted.peer;
     let io = TokioIo::new(Watched {
         inner: io,
         activity: activity.clone(),
     });
     let service = {
         let activity = activity.clone();
-        hyper::service::service_fn(move |req: Request<Incoming>| {
+        hyper::service::service_fn(move |mut req: Request<Incoming>| {
             let in_flight = activity.begin(req.version());
+            if let Some(peer) = &peer {
+                req.extensions_mut().insert(peer.clone());
+            }
             let app = app.clone();
             async move {
                 let response = app.oneshot(req).await?;

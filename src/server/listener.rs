@@ -22,8 +22,9 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
-use super::conn::{self, Timeouts};
+use super::conn::{self, Accepted, Timeouts};
 use crate::metrics::Metrics;
+use crate::ops::access::ClientCert;
 use crate::ops::rate_limit::LogLimiter;
 use crate::ops::tls::Reloadable;
 
@@ -217,12 +218,29 @@ impl Shared {
         // Answers go out in small writes; waiting to fill packets only adds latency.
         let _ = tcp.set_nodelay(true);
         match &self.transport {
-            Transport::Plain => self.http(tcp, accepted).await,
+            Transport::Plain => {
+                let accepted = Accepted {
+                    at: accepted,
+                    peer: None,
+                };
+                self.http(tcp, accepted).await;
+            }
             Transport::Tls(config) => {
                 let acceptor = tokio_rustls::TlsAcceptor::from(config.current());
                 let deadline = accepted + self.timeouts.header_read;
                 match tokio::time::timeout_at(deadline, acceptor.accept(tcp)).await {
-                    Ok(Ok(tls)) => self.http(tls, accepted).await,
+                    Ok(Ok(tls)) => {
+                        // rustls verified it against the client CA; the
+                        // leaf names the user.
+                        let peer = tls
+                            .get_ref()
+                            .1
+                            .peer_certificates()
+                            .and_then(<[_]>::first)
+                            .map(|leaf| Arc::new(ClientCert::from_der(leaf)));
+                        let accepted = Accepted { at: accepted, peer };
+                        self.http(tls, accepted).await;
+                    }
                     Ok(Err(e)) => self.handshake_failed(peer, &e),
                     Err(_) => {
                         let e = io::Error::new(
@@ -236,7 +254,7 @@ impl Shared {
         }
     }
 
-    async fn http<I>(&self, io: I, accepted: Instant)
+    async fn http<I>(&self, io: I, accepted: Accepted)
     where
         I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     {

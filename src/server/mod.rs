@@ -5,6 +5,8 @@
 pub mod conn;
 pub mod listener;
 
+use std::sync::Arc;
+
 use axum::http::{Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -13,28 +15,46 @@ use axum::{Json, Router};
 use crate::explain::{self, http::ExplainState};
 use crate::metrics;
 use crate::modes::extender::{self, ExtenderState};
+use crate::ops::access::{Access, Group};
 use crate::ops::panic::catch_panic;
 use crate::ops::{debug, health};
 use crate::protocol::ErrorBody;
 use crate::state::AppState;
 
-/// The full router: verbs (or their 404 stand-ins) and `/explain` over the
-/// extender's state; `/explain/pods/...` over the explainer; health, readiness, `/metrics`, `/policy` and
-/// `/debug/zones` and `/debug/snapshot` over the service state; JSON errors for unknown paths and
-/// methods; handler panics answered with 500.
+/// The full router with no access checks (no client CA, no delegated
+/// authentication): what `placer serve` runs on a trusted network.
 pub fn router(state: AppState, verbs: ExtenderState, explainer: ExplainState) -> Router {
+    let access = Access::open(state.metrics.clone());
+    secured_router(state, verbs, explainer, &access)
+}
+
+/// The full router: verbs (or their 404 stand-ins) and `/explain` over the
+/// extender's state; `/explain/pods/...` over the explainer; health
+/// (`/healthz`, `/livez`), readiness, `/metrics`, `/policy`,
+/// `/debug/zones` and `/debug/snapshot` over the service state; each group
+/// behind its check in `access` (design §3.4); JSON errors for unknown paths
+/// and methods; handler panics answered with 500.
+pub fn secured_router(
+    state: AppState,
+    verbs: ExtenderState,
+    explainer: ExplainState,
+    access: &Arc<Access>,
+) -> Router {
     let metrics = state.metrics.clone();
     let explain_pods = Router::new()
         .route(explain::http::ROUTE, get(explain::http::explain_pod))
         .with_state(explainer);
-    extender::routes(verbs)
-        .merge(explain_pods)
+    let reads = Router::new()
         .route("/healthz", get(health::healthz))
+        .route("/livez", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .route("/policy", get(debug::policy))
         .route("/debug/zones", get(debug::zones))
         .route("/debug/snapshot", get(debug::snapshot))
-        .route("/metrics", get(metrics::metrics))
+        .route("/metrics", get(metrics::metrics));
+    extender::routes(verbs, access)
+        .merge(access.guard(explain_pods, Group::Reads))
+        .merge(access.guard(reads, Group::Reads))
         .fallback(not_found)
         // Applies to the routes above, so it must come after them.
         .method_not_allowed_fallback(method_not_allowed)

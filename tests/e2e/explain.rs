@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 use crate::harness::{
     ExtenderRig, HW_ANNOTATION, HW_LABEL, HW_REASON, Placer, PodBuilder, RUN_LABEL, ScorePlugins,
-    TestEnv, capability_policy,
+    TestEnv, capability_policy, placer_cli,
 };
 
 /// The shipped standalone profile's CapabilityFilter rule (policy.yaml).
@@ -169,24 +169,6 @@ async fn extender_summary_is_the_failed_scheduling_text() -> anyhow::Result<()> 
     let one_shot: Value = serde_json::from_str(&one_shot)?;
     assert_eq!(one_shot["summary"], explained["summary"], "one-shot cache");
     Ok(())
-}
-
-/// Runs `placer <args>` and returns its standard output; fails with its standard error.
-async fn placer_cli(args: &[&str]) -> anyhow::Result<String> {
-    let args: Vec<String> = args.iter().map(|a| (*a).to_string()).collect();
-    let out = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(env!("CARGO_BIN_EXE_placer"))
-            .args(&args)
-            .output()
-    })
-    .await??;
-    anyhow::ensure!(
-        out.status.success(),
-        "placer {}: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 #[tokio::test]

@@ -14,6 +14,7 @@
 
 mod harness;
 
+mod access;
 mod bind;
 mod differential;
 mod differential_scores;

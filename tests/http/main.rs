@@ -12,6 +12,7 @@
 
 mod support;
 
+mod access;
 mod bind;
 mod errors;
 mod explain;

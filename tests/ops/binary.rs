@@ -123,3 +123,49 @@ fn a_missing_file_names_its_os_error_once() {
         );
     }
 }
+
+/// Delegated authentication needs both review clients: one kubeconfig flag alone, outside a
+/// cluster, is a start-up error naming both flags (kube-scheduler logs a warning and then
+/// forbids every path but the always-allowed ones).
+#[test]
+fn one_delegated_auth_kubeconfig_without_the_other_is_refused_at_start() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        "apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+",
+    )
+    .expect("write kubeconfig");
+    let policy = repo_file("policy.yaml");
+    let snapshot = repo_file("examples/cluster.yaml");
+    for (given, missing) in [
+        ("--authentication-kubeconfig", "--authorization-kubeconfig"),
+        ("--authorization-kubeconfig", "--authentication-kubeconfig"),
+    ] {
+        let out = run(&[
+            "serve",
+            "--policy",
+            policy.to_str().expect("UTF-8 path"),
+            "--snapshot",
+            snapshot.to_str().expect("UTF-8 path"),
+            "--listen",
+            "127.0.0.1:0",
+            given,
+            kubeconfig.to_str().expect("UTF-8 path"),
+        ]);
+        assert!(!out.status.success(), "{out:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains(&format!(
+                "{given} is set but {missing} is not, and placer does not run in a cluster: set both"
+            )),
+            "{stderr}"
+        );
+    }
+}

@@ -1,6 +1,8 @@
 //! Mutual TLS (`--client-ca-file`, kube-scheduler's `tlsConfig.certFile`):
-//! only clients with a certificate from the client CA get in, and a rotated
-//! client CA file is picked up.
+//! a certificate is verified when given (one from another CA fails the
+//! handshake), the verbs and the reads need one, the health paths do not
+//! (the kubelet's probes send none), and a rotated client CA file is
+//! picked up.
 
 use std::ffi::OsString;
 use std::fs;
@@ -24,7 +26,7 @@ fn mtls_args(dir: &Path, server_ca: &Ca, client_ca_pem: &str) -> (Vec<OsString>,
 }
 
 #[test]
-fn only_clients_with_a_certificate_from_the_client_ca_are_served() {
+fn the_verbs_need_a_certificate_from_the_client_ca_and_probes_need_none() {
     let dir = tempfile::tempdir().expect("temp dir");
     let (server_ca, client_ca, other_ca) = (
         Ca::new("serving-ca"),
@@ -32,46 +34,85 @@ fn only_clients_with_a_certificate_from_the_client_ca_are_served() {
         Ca::new("other-ca"),
     );
     let (args, _) = mtls_args(dir.path(), &server_ca, &client_ca.cert_pem);
-    let scheduler = Client::tls(
-        &[&server_ca.cert_pem],
-        Some(&client_ca.client("kube-scheduler")),
-    );
-    let server = Server::start(dir.path(), &args, scheduler.clone());
+    // The readiness probe of the harness sends no certificate, as the kubelet's.
+    let probe = Client::tls(&[&server_ca.cert_pem], None);
+    let server = Server::start(dir.path(), &args, probe.clone());
     assert!(
         server.log_text().contains("mtls=true"),
         "{}",
         server.log_text()
     );
-
-    let reply = server.post("/filter", &api_pod_args(FILTER_NODES));
+    let scheduler = Client::tls(
+        &[&server_ca.cert_pem],
+        Some(&client_ca.client("kube-scheduler")),
+    );
+    let reply = scheduler
+        .post(server.addr, "/filter", &api_pod_args(FILTER_NODES))
+        .expect("kube-scheduler is answered");
     assert_eq!((reply.status, reply.body.as_str()), (200, FILTER_ANSWER));
 
-    // No client certificate: the handshake is refused.
-    let anonymous = Client::tls(&[&server_ca.cert_pem], None);
-    let result = anonymous.post(server.addr, "/filter", &api_pod_args(FILTER_NODES));
-    assert!(
-        result.is_err(),
-        "a client without a certificate was answered: {result:?}"
-    );
+    // No client certificate: connected, but the verbs answer 403 with the reason.
+    for verb in ["/filter", "/prioritize", "/bind", "/preempt"] {
+        let reply = probe
+            .post(server.addr, verb, &api_pod_args(FILTER_NODES))
+            .expect("a client without a certificate connects");
+        assert_eq!(reply.status, 403, "{verb}: {}", reply.body);
+        assert_eq!(
+            reply.json()["Error"],
+            format!(
+                "{verb} is kube-scheduler's: present a client certificate signed by placer's --client-ca-file (the extender's tlsConfig.certFile)"
+            )
+        );
+    }
+    // ...while the health paths answer it.
+    for path in ["/healthz", "/readyz", "/livez"] {
+        let reply = probe.get(server.addr, path).expect("probe");
+        assert_eq!(reply.status, 200, "{path}: {}", reply.body);
+    }
+    // The other paths need a certificate from the client CA (no delegated
+    // authentication outside a cluster without its flags).
+    let reply = probe.get(server.addr, "/metrics").expect("metrics");
+    assert_eq!(reply.status, 401, "{}", reply.body);
 
-    // A certificate from another CA: refused.
+    // A certificate from another CA: the handshake is refused, whatever the path.
     let intruder = Client::tls(&[&server_ca.cert_pem], Some(&other_ca.client("intruder")));
     let result = intruder.post(server.addr, "/filter", &api_pod_args(FILTER_NODES));
     assert!(
         result.is_err(),
         "a client with a foreign certificate was answered: {result:?}"
     );
+    assert!(intruder.get(server.addr, "/healthz").is_err());
 
     // A certificate the serving CA signed is not a client certificate of the client CA either.
     let confused = Client::tls(&[&server_ca.cert_pem], Some(&server_ca.client("confused")));
     assert!(confused.get(server.addr, "/healthz").is_err());
 
-    // The refusals did not disturb the listener.
-    let reply = server.post("/filter", &api_pod_args(FILTER_NODES));
+    // The refusals did not disturb the listener, and were counted.
+    let reply = scheduler
+        .post(server.addr, "/filter", &api_pod_args(FILTER_NODES))
+        .expect("kube-scheduler is answered");
     assert_eq!((reply.status, reply.body.as_str()), (200, FILTER_ANSWER));
+    let metrics = scheduler
+        .get(server.addr, "/metrics")
+        .expect("metrics")
+        .body;
+    assert_eq!(
+        sample(
+            &metrics,
+            r#"placer_http_refusals_total{route="/filter",reason="no_client_certificate"}"#
+        ),
+        Some(1.0),
+        "{metrics}"
+    );
+    assert!(
+        server.log_text().contains("request refused"),
+        "{}",
+        server.log_text()
+    );
 }
 
-/// `/explain/pods` reveals pod and node details: it is behind the same mutual TLS as the verbs.
+/// `/explain/pods` reveals pod and node details: with a client CA and no
+/// delegated authentication, only holders of a certificate from it may ask.
 #[test]
 fn explaining_a_pod_needs_a_client_certificate_too() {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -84,10 +125,11 @@ fn explaining_a_pod_needs_a_client_certificate_too() {
     assert_eq!(reply.status, 200, "{}", reply.body);
     assert!(reply.body.contains("pod default/web-1"), "{}", reply.body);
     let anonymous = Client::tls(&[&server_ca.cert_pem], None);
-    let result = anonymous.get(server.addr, path);
-    assert!(
-        result.is_err(),
-        "a client without a certificate was answered: {result:?}"
+    let reply = anonymous.get(server.addr, path).expect("connects");
+    assert_eq!(reply.status, 401, "{}", reply.body);
+    assert_eq!(
+        reply.json()["Error"],
+        "/explain/pods/default/web-1 needs a client certificate signed by placer's --client-ca-file"
     );
 }
 
@@ -103,6 +145,7 @@ fn a_rotated_client_ca_file_is_reloaded() {
     let old_client = Client::tls(&[&server_ca.cert_pem], Some(&old_ca.client("old")));
     let new_client = Client::tls(&[&server_ca.cert_pem], Some(&new_ca.client("new")));
     let server = Server::start(dir.path(), &args, old_client.clone());
+    // A certificate the CA file does not trust fails the handshake.
     assert!(new_client.get(server.addr, "/healthz").is_err());
 
     // Rotation, step 1: a bundle trusting both.
@@ -137,7 +180,7 @@ fn a_rotated_client_ca_file_is_reloaded() {
         .get(server.addr, "/healthz")
         .expect("the new client still gets in");
     assert_eq!(reply.status, 200);
-    // The probe client is refused by now: read the metrics with the new one.
+    // The old client's handshake is refused by now: read the metrics with the new one.
     let metrics = new_client
         .get(server.addr, "/metrics")
         .expect("metrics over mTLS")

@@ -1,12 +1,14 @@
 //! `POST /bind`: placer creates the pod's Binding itself (see
 //! [`crate::modes::binder`]), idempotently, as kube-scheduler needs when a
-//! reply is lost and it retries.
+//! reply is lost and it retries, and only for a pod and node that pass
+//! [`bind_check`](super::bind_check).
 
 use axum::extract::State;
 use axum::response::Response;
 
 use crate::protocol::{ExtenderBindingArgs, ExtenderBindingResult};
 
+use super::bind_check::{self, Verdict};
 use super::body::{RawBody, decode};
 use super::error::ApiError;
 use super::{ExtenderState, answer};
@@ -16,7 +18,7 @@ pub async fn bind(
     State(state): State<ExtenderState>,
     RawBody(body): RawBody,
 ) -> Result<Response, ApiError> {
-    let args: ExtenderBindingArgs = decode(&body)?;
+    let mut args: ExtenderBindingArgs = decode(&body)?;
     for (field, value) in [
         ("PodName", &args.pod_name),
         ("PodNamespace", &args.pod_namespace),
@@ -35,14 +37,32 @@ pub async fn bind(
             true,
         ));
     };
-    let error = match binder.bind(&args).await {
-        Ok(()) => {
-            tracing::info!(pod = %format!("{}/{}", args.pod_namespace, args.pod_name), node = %args.node, "bound pod");
+    let pod = format!("{}/{}", args.pod_namespace, args.pod_name);
+    let error = match bind_check::check(&state, binder, &args).await {
+        Err(refusal) => {
+            state.metrics.bind_refused(refusal.reason());
+            if let Some(suppressed) = state.bind_log.admit(std::time::Instant::now()) {
+                tracing::warn!(%pod, node = %args.node, reason = refusal.reason(), error = %refusal, suppressed, "bind refused");
+            }
+            refusal.to_string()
+        }
+        Ok(Verdict::AlreadyDone) => {
+            tracing::info!(%pod, node = %args.node, "pod already bound to this node");
             String::new()
         }
-        Err(e) => {
-            tracing::warn!(error = %e, "bind failed");
-            e.to_string()
+        Ok(Verdict::Bind { uid }) => {
+            // The pod's own UID is the precondition, also when kube-scheduler sent none.
+            args.pod_uid = uid;
+            match binder.bind(&args).await {
+                Ok(()) => {
+                    tracing::info!(%pod, node = %args.node, "bound pod");
+                    String::new()
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "bind failed");
+                    e.to_string()
+                }
+            }
         }
     };
     let domain_error = !error.is_empty();

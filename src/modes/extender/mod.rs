@@ -5,6 +5,7 @@
 //! the deadline are layers around them.
 
 pub mod bind;
+pub mod bind_check;
 pub mod body;
 pub mod error;
 pub mod explain;
@@ -26,8 +27,11 @@ use axum::routing::post;
 use std::time::Instant;
 
 use crate::cache::Cache;
+use crate::explain::PendingPods;
 use crate::metrics::{Metrics, Outcome};
+use crate::ops::access::{Access, Group};
 use crate::ops::panic::catch_panic;
+use crate::ops::rate_limit::LogLimiter;
 use crate::state::{AppState, LivePolicy};
 
 pub use crate::modes::binder::Binder;
@@ -44,6 +48,9 @@ pub struct Settings {
     pub verbs_enabled: bool,
     /// Prefix the verbs are mounted under ("" = at the root).
     pub path_prefix: String,
+    /// The mode's name (`standalone`, `both`) when placer schedules the pods
+    /// of its profiles itself: `/bind` refuses those pods.
+    pub own_scheduling: Option<&'static str>,
 }
 
 impl Default for Settings {
@@ -53,6 +60,7 @@ impl Default for Settings {
             request_timeout: Duration::from_millis(4500),
             verbs_enabled: true,
             path_prefix: String::new(),
+            own_scheduling: None,
         }
     }
 }
@@ -74,6 +82,12 @@ pub struct ExtenderState {
     /// Parked pods and retry prompts; `None` without an API server or when
     /// disabled (`--no-retry-prompts`).
     pub retry: Option<Arc<retry::Retry>>,
+    /// Unscheduled pods, when a watch feeds them (`--explain-pods`): `/bind`
+    /// finds its pod there before asking the API server.
+    pub pending: Option<Arc<PendingPods>>,
+    /// At most one "bind refused" log line per 10 s: anyone who can reach
+    /// the verbs can cause them.
+    pub bind_log: Arc<LogLimiter>,
 }
 
 /// A JSON answer, labelled [`Outcome::Error`] when it carries a domain error.
@@ -107,6 +121,8 @@ impl ExtenderState {
             binder,
             settings: Arc::new(settings),
             retry: None,
+            pending: None,
+            bind_log: Arc::new(LogLimiter::new(Duration::from_secs(10))),
         }
     }
 
@@ -120,10 +136,14 @@ impl ExtenderState {
     }
 }
 
-/// The verb routes (`/filter`, `/prioritize`, `/bind`, `/preempt`) and
-/// `/explain`, under the configured prefix, with the deadline applied; a
-/// router over `state` that the server joins to the other routes.
-pub fn routes<S: Clone + Send + Sync + 'static>(state: ExtenderState) -> Router<S> {
+/// The verb routes (`/filter`, `/prioritize`, `/bind`, `/preempt`), behind
+/// `access`'s check of the verbs, and `/explain`, behind its check of the
+/// reads; under the configured prefix, with the deadline applied; a router
+/// over `state` that the server joins to the other routes.
+pub fn routes<S: Clone + Send + Sync + 'static>(
+    state: ExtenderState,
+    access: &Arc<Access>,
+) -> Router<S> {
     let prefix = state.settings.path_prefix.trim_end_matches('/').to_string();
     let verbs = ["filter", "prioritize", "bind", "preempt"];
     let mut router = Router::new();
@@ -141,8 +161,13 @@ pub fn routes<S: Clone + Send + Sync + 'static>(state: ExtenderState) -> Router<
             router = router.route(&format!("{prefix}/{verb}"), post(disabled));
         }
     }
-    let router = router.route(&format!("{prefix}/explain"), post(explain::explain));
-    with_verb_layers(router, &state).with_state(state)
+    let explain = Router::new().route(&format!("{prefix}/explain"), post(explain::explain));
+    // The check is outside the verb layers: a refusal is counted as one,
+    // not as the verb's outcome.
+    access
+        .guard(with_verb_layers(router, &state), Group::Verbs)
+        .merge(access.guard(with_verb_layers(explain, &state), Group::Reads))
+        .with_state(state)
 }
 
 /// The layers of every verb route, innermost first: a panic becomes a 500

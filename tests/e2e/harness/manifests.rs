@@ -119,6 +119,26 @@ pub fn load(root: &Path) -> anyhow::Result<ManifestSet> {
     Ok(set)
 }
 
+/// The objects of rendered YAML (`kubectl kustomize` output), as coming from `origin`.
+pub fn from_rendered(text: &str, origin: &Path) -> anyhow::Result<ManifestSet> {
+    let mut set = ManifestSet::default();
+    for (index, doc) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
+        let object = Value::deserialize(doc)
+            .with_context(|| format!("parse {}#{index}", origin.display()))?;
+        if object.is_null() {
+            continue;
+        }
+        set.docs.push(ManifestDoc {
+            file: origin.to_owned(),
+            index,
+            object,
+            default_namespace: "default".to_owned(),
+        });
+    }
+    ensure!(!set.docs.is_empty(), "{} renders nothing", origin.display());
+    Ok(set)
+}
+
 fn is_kustomization(file: &Path) -> bool {
     file.file_name()
         .and_then(|n| n.to_str())

@@ -35,7 +35,7 @@ mod ids;
 pub mod kwok;
 pub mod logs;
 pub mod manifests;
-mod pki;
+pub mod pki;
 mod placer;
 mod policy;
 pub mod probe;
@@ -50,9 +50,9 @@ mod workdir;
 
 pub use env::{RUN_LABEL, TestEnv};
 pub use fixtures::{NodeBuilder, PodBuilder};
-pub use placer::Placer;
+pub use placer::{Placer, placer_cli};
 pub use policy::Policy;
-pub use probe::http_get;
+pub use probe::{Caller, http_get};
 pub(crate) use scenario::per_node_shape;
 pub use scenario::{
     ExtenderRig, HW_ANNOTATION, HW_LABEL, HW_REASON, NodeShape, ZONE_LABEL, ZONE_LAYOUT, ZonePods,
@@ -61,7 +61,7 @@ pub use scenario::{
 pub use scheduler::{ExtenderConfig, Scheduler, SchedulerConfig, ScorePlugins};
 pub use standalone::{
     FOREIGN_NODE_REASONS, NO_VICTIMS, NOT_HELPFUL, REPORTING_CONTROLLER, both_policy,
-    check_fit_error, fit_error, shipped_leader_election_rules, shipped_standalone_rules,
-    standalone_policy,
+    check_fit_error, fit_error, shipped_leader_election_rules, shipped_rules_in,
+    shipped_standalone_rules, standalone_policy,
 };
 pub use wait::SCHEDULING_TIMEOUT;

@@ -13,7 +13,7 @@ use std::time::Duration;
 use anyhow::{Context as _, ensure};
 
 use super::env::TestEnv;
-use super::probe::{free_port, http_get, wait_ready};
+use super::probe::{free_port, http_get, https_get_insecure, wait_ready};
 use super::process::{ChildProcess, STOP_GRACE};
 
 /// How long placer may take to report `/readyz`.
@@ -84,9 +84,17 @@ impl Placer {
         Ok(placer)
     }
 
-    /// The base URL, `http://127.0.0.1:<port>` (kube-scheduler's `urlPrefix`).
+    /// The base URL, `http://127.0.0.1:<port>` (kube-scheduler's `urlPrefix`), `https://` when
+    /// placer serves TLS (`--tls-cert-file` among its arguments).
     pub fn url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
+        let scheme = if self.https() { "https" } else { "http" };
+        format!("{scheme}://127.0.0.1:{}", self.port)
+    }
+
+    fn https(&self) -> bool {
+        self.extra_args
+            .iter()
+            .any(|a| a.starts_with("--tls-cert-file"))
     }
 
     /// The listening port.
@@ -160,7 +168,13 @@ impl Placer {
             .env_remove("KUBECONFIG");
         let process = ChildProcess::spawn("placer", cmd, &self.log)?;
         let port = self.port;
+        let (https, url) = (self.https(), self.url());
+        // Readiness as the kubelet probes it: no client certificate, no token.
         wait_ready(&process, &[], READY_TIMEOUT, || async {
+            if https {
+                https_get_insecure(&url, "/readyz").await?;
+                return Ok(true);
+            }
             Ok(http_get(port, "/readyz").await?.0 == 200)
         })
         .await?;
@@ -181,4 +195,24 @@ impl Placer {
             process.stop(STOP_GRACE);
         }
     }
+}
+
+/// Runs `placer <args>` (the command line, not the service) without the caller's `KUBECONFIG`;
+/// returns its standard output, or fails with its standard error.
+pub async fn placer_cli<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> anyhow::Result<String> {
+    let args: Vec<std::ffi::OsString> = args.iter().map(|a| a.as_ref().to_owned()).collect();
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_placer"))
+            .args(&args)
+            .env_remove("KUBECONFIG")
+            .output()
+    })
+    .await??;
+    ensure!(
+        out.status.success(),
+        "placer {}: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }

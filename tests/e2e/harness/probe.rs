@@ -67,6 +67,88 @@ pub async fn https_get_insecure(base: &str, path: &str) -> anyhow::Result<String
     Ok(client.request_text(request).await?)
 }
 
+/// How a test client reaches placer over HTTP(S): the CA that signed placer's certificate, a
+/// client certificate, a bearer token.
+#[derive(Clone, Debug, Default)]
+pub struct Caller {
+    /// CA file verifying placer's serving certificate (HTTPS).
+    pub ca: Option<std::path::PathBuf>,
+    /// Client certificate presented in the handshake.
+    pub cert: Option<super::pki::CertFiles>,
+    /// `Authorization: Bearer <token>`.
+    pub token: Option<String>,
+}
+
+impl Caller {
+    /// Trusting `ca`, with nothing to show.
+    pub fn anonymous(ca: Option<&std::path::Path>) -> Self {
+        Self {
+            ca: ca.map(std::path::Path::to_path_buf),
+            ..Self::default()
+        }
+    }
+
+    /// The same caller with a bearer token.
+    #[must_use]
+    pub fn with_token(mut self, token: &str) -> Self {
+        self.token = Some(token.to_owned());
+        self
+    }
+
+    /// The same caller with a client certificate.
+    #[must_use]
+    pub fn with_cert(mut self, cert: &super::pki::CertFiles) -> Self {
+        self.cert = Some(cert.clone());
+        self
+    }
+
+    /// `method <base><path>` with `body` (JSON); returns status and body whatever the status.
+    /// Errors when no HTTP answer comes (a refused TLS handshake, for one).
+    pub async fn request(
+        &self,
+        base: &str,
+        method: &str,
+        path: &str,
+        body: &str,
+    ) -> anyhow::Result<(u16, String)> {
+        let mut config = kube::Config::new(base.parse().with_context(|| format!("parse {base}"))?);
+        if let Some(ca) = &self.ca {
+            let pem = std::fs::read(ca).with_context(|| format!("read {}", ca.display()))?;
+            let ders: Vec<Vec<u8>> = rustls_pki_types::pem::PemObject::pem_slice_iter(&pem)
+                .map(|c: Result<rustls_pki_types::CertificateDer<'static>, _>| {
+                    c.map(|c| c.to_vec())
+                })
+                .collect::<Result<_, _>>()
+                .with_context(|| format!("PEM in {}", ca.display()))?;
+            config.root_cert = Some(ders);
+        }
+        if let Some(cert) = &self.cert {
+            config.auth_info.client_certificate = Some(cert.cert.display().to_string());
+            config.auth_info.client_key = Some(cert.key.display().to_string());
+        }
+        if let Some(token) = &self.token {
+            config.auth_info.token = Some(token.clone().into());
+        }
+        config.connect_timeout = Some(Duration::from_secs(5));
+        config.read_timeout = Some(Duration::from_secs(10));
+        let client = kube::Client::try_from(config)?;
+        let request = http::Request::builder()
+            .method(method)
+            .uri(path)
+            .header("content-type", "application/json")
+            .body(kube::client::Body::from(body.as_bytes().to_vec()))?;
+        let response = client
+            .send(request)
+            .await
+            .with_context(|| format!("{method} {base}{path}"))?;
+        let status = response.status().as_u16();
+        let bytes = http_body_util::BodyExt::collect(response.into_body())
+            .await?
+            .to_bytes();
+        Ok((status, String::from_utf8_lossy(&bytes).into_owned()))
+    }
+}
+
 /// Polls `probe` every 200 ms until it returns `Ok(true)`, failing early if `process` exits and
 /// after `timeout`; on failure the error carries the last probe error and the tails of `process`'s
 /// log and of `extra_logs` (e.g. etcd's log when the API server does not come up).

@@ -29,6 +29,7 @@ pub struct ExtenderConfig {
     node_cache_capable: bool,
     ignorable: bool,
     http_timeout: String,
+    tls: Option<Value>,
 }
 
 impl ExtenderConfig {
@@ -45,6 +46,7 @@ impl ExtenderConfig {
             node_cache_capable: true,
             ignorable: false,
             http_timeout: "5s".into(),
+            tls: None,
         }
     }
 
@@ -104,6 +106,14 @@ impl ExtenderConfig {
         self
     }
 
+    /// `enableHTTPS: true` with `tlsConfig` naming the CA that verifies placer and the client
+    /// certificate kube-scheduler presents (as the README's mutual-TLS example).
+    #[must_use]
+    pub fn tls(mut self, ca: &Path, cert: &Path, key: &Path) -> Self {
+        self.tls = Some(json!({ "caFile": ca, "certFile": cert, "keyFile": key }));
+        self
+    }
+
     fn to_json(&self) -> Value {
         let mut e = json!({
             "urlPrefix": self.url_prefix,
@@ -112,6 +122,10 @@ impl ExtenderConfig {
             "ignorable": self.ignorable,
             "httpTimeout": self.http_timeout,
         });
+        if let Some(tls) = &self.tls {
+            e["enableHTTPS"] = json!(true);
+            e["tlsConfig"] = tls.clone();
+        }
         for (key, verb) in [
             ("filterVerb", &self.filter_verb),
             ("prioritizeVerb", &self.prioritize_verb),

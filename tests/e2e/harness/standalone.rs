@@ -97,7 +97,12 @@ pub fn both_policy(scheduler_name: &str) -> anyhow::Result<String> {
 /// The rules of the `kind` (`ClusterRole` or `Role`) named `name` in the shipped
 /// `manifests/standalone/rbac.yaml`.
 fn shipped_rules(kind: &str, name: &str) -> anyhow::Result<Value> {
-    let path = repo_file("manifests/standalone/rbac.yaml");
+    shipped_rules_in("manifests/standalone/rbac.yaml", kind, name)
+}
+
+/// The rules of `kind` `name` in the manifest file `file` (relative to the repository).
+pub fn shipped_rules_in(file: &str, kind: &str, name: &str) -> anyhow::Result<Value> {
+    let path = repo_file(file);
     let text =
         std::fs::read_to_string(&path).with_context(|| format!("read {}", path.display()))?;
     for doc in serde_yaml_ng::Deserializer::from_str(&text) {
@@ -343,6 +348,16 @@ impl TestEnv {
     /// new ClusterRole `<run id>-<name>` with `rules`, and a kubeconfig (written to the test dir)
     /// with a token for it. Returns the kubeconfig's path.
     pub async fn restricted_kubeconfig(&self, name: &str, rules: Value) -> anyhow::Result<PathBuf> {
+        Ok(self.restricted_identity(name, rules).await?.0)
+    }
+
+    /// Like [`TestEnv::restricted_kubeconfig`]; also returns the token (created through the
+    /// TokenRequest API, valid for an hour).
+    pub async fn restricted_identity(
+        &self,
+        name: &str,
+        rules: Value,
+    ) -> anyhow::Result<(PathBuf, String)> {
         let role = self.name(name);
         let sa: ServiceAccount = serde_json::from_value(json!({ "metadata": { "name": name } }))?;
         Api::<ServiceAccount>::namespaced(self.client().clone(), self.namespace())
@@ -383,7 +398,7 @@ impl TestEnv {
             &token,
         );
         std::fs::write(&path, kubeconfig)?;
-        Ok(path)
+        Ok((path, token))
     }
 
     /// Replaces the rules of the ClusterRole made by [`TestEnv::restricted_kubeconfig`] for

@@ -15,7 +15,11 @@ async fn nomination_then_node(
     use futures::StreamExt as _;
     use kube::api::{WatchEvent, WatchParams};
     let name = created.metadata.name.clone().unwrap_or_default();
-    let from = created.metadata.resource_version.clone().unwrap_or_default();
+    let from = created
+        .metadata
+        .resource_version
+        .clone()
+        .unwrap_or_default();
     let params = WatchParams::default().fields(&format!("metadata.name={name}"));
     let mut stream = env.pods().watch(&params, &from).await?.boxed();
     let mut nominated = None;
