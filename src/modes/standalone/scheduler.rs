@@ -8,9 +8,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
-use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch as signal};
 use tracing::{debug, info, warn};
@@ -23,6 +21,7 @@ use super::report::Reporter;
 use super::sample::{NodeSearch, Search};
 use super::view::{CycleView, slot_selector_labels};
 use crate::cache::Cache;
+use crate::cache::watch_stream::{self, Step};
 use crate::explain::Diagnoses;
 use crate::explain::pending::PendingFeed;
 use crate::framework::{Nominating, QueuedPodInfo, Status};
@@ -374,7 +373,9 @@ async fn wait_for_cache_sync(cache: &Cache, stop: &mut signal::Receiver<bool>) -
 /// or bound (they leave the `spec.nodeName=` selector) leave it, including
 /// those that left while the watch was down (a relist drops every queued pod
 /// it no longer lists). Every pod it sees, of any scheduler, also goes to
-/// `pending` when set.
+/// `pending` when set. The watch runs on the cache's list-and-watch loop
+/// (short capped backoff, health as kind `pendingpod` in `placer_watch_*`
+/// and `/readyz`), as the cache's own watches do.
 async fn watch_unscheduled(
     client: Client,
     state: AppState,
@@ -382,39 +383,28 @@ async fn watch_unscheduled(
     pending: Option<PendingFeed>,
 ) {
     let api: Api<Pod> = Api::all(client);
-    let stream = watcher(api, watcher::Config::default().fields(UNASSIGNED_PODS)).default_backoff();
-    futures::pin_mut!(stream);
-    let mut relisted: HashSet<String> = HashSet::new();
-    let mut listed: Vec<PodInfo> = Vec::new();
-    while let Some(event) = stream.next().await {
-        match event {
-            Ok(watcher::Event::Apply(p)) => {
-                let pod = offer(&state, &queue, &p);
-                if let Some(feed) = &pending {
-                    feed.applied(pod);
+    let health = state.cache.watches().kind("pendingpod");
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<(std::time::Instant, Step<Pod>)>(1024);
+    tokio::spawn(watch_stream::run(
+        api,
+        Some(UNASSIGNED_PODS.to_owned()),
+        health,
+        tx,
+    ));
+    while let Some((_, step)) = rx.recv().await {
+        match step {
+            Step::Listed(all) => {
+                let mut relisted = HashSet::with_capacity(all.len());
+                let mut listed = Vec::new();
+                for p in &all {
+                    let pod = offer(&state, &queue, p);
+                    relisted.insert(pod.key());
+                    if pending.is_some() {
+                        listed.push(pod);
+                    }
                 }
-            }
-            Ok(watcher::Event::InitApply(p)) => {
-                let pod = offer(&state, &queue, &p);
-                relisted.insert(pod.key());
-                if pending.is_some() {
-                    listed.push(pod);
-                }
-            }
-            Ok(watcher::Event::Delete(p)) => {
-                let pod = PodInfo::from(&p);
-                queue.delete(&pod.namespace, &pod.name);
                 if let Some(feed) = &pending {
-                    feed.deleted(&pod.namespace, &pod.name);
-                }
-            }
-            Ok(watcher::Event::Init) => {
-                relisted.clear();
-                listed.clear();
-            }
-            Ok(watcher::Event::InitDone) => {
-                if let Some(feed) = &pending {
-                    feed.listed(std::mem::take(&mut listed));
+                    feed.listed(listed);
                 }
                 let dropped = queue.retain_only(&relisted);
                 if dropped > 0 {
@@ -423,9 +413,20 @@ async fn watch_unscheduled(
                         "relist: dropped queued pods that were deleted or bound meanwhile"
                     );
                 }
-                relisted.clear();
             }
-            Err(e) => warn!(error = %e, "unscheduled-pod watch failed; retrying with backoff"),
+            Step::Applied(p) => {
+                let pod = offer(&state, &queue, &p);
+                if let Some(feed) = &pending {
+                    feed.applied(pod);
+                }
+            }
+            Step::Deleted(p) => {
+                let pod = PodInfo::from(&p);
+                queue.delete(&pod.namespace, &pod.name);
+                if let Some(feed) = &pending {
+                    feed.deleted(&pod.namespace, &pod.name);
+                }
+            }
         }
     }
 }
