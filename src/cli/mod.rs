@@ -7,6 +7,7 @@ mod serve;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
@@ -113,15 +114,39 @@ pub struct ServeArgs {
     /// binds) before closing the remaining connections.
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(0..=3600))]
     pub shutdown_drain_seconds: u64,
+    /// Seconds between SIGTERM and the drain: /readyz answers 503 at once
+    /// while requests are still answered, so the Service's endpoints (and
+    /// every node's kube-proxy) drop this replica before it stops accepting
+    /// (kube-apiserver's --shutdown-delay-duration). In standalone mode the
+    /// Lease is released at the start of it. SIGINT skips it.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(0..=3600))]
+    pub shutdown_delay_seconds: u64,
     /// Elect a leader through a Lease before scheduling (standalone mode).
     #[arg(long)]
     pub leader_elect: bool,
     /// Namespace of the leader-election Lease (default: $POD_NAMESPACE, else "default").
-    #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
+    #[arg(
+        long,
+        visible_alias = "leader-elect-resource-namespace",
+        env = "POD_NAMESPACE",
+        default_value = "default"
+    )]
     pub leader_elect_namespace: String,
-    /// Name of the leader-election Lease.
-    #[arg(long, default_value = "placer")]
-    pub leader_elect_lease: String,
+    /// Name of the leader-election Lease (kube-scheduler's flag; `--leader-elect-lease` is its
+    /// old name here).
+    #[arg(long, alias = "leader-elect-lease", default_value = "placer")]
+    pub leader_elect_resource_name: String,
+    /// How long followers wait after the last observed renewal before taking
+    /// the Lease (a Go duration, as kube-scheduler's flag: 15s, 1m30s, 500ms).
+    #[arg(long, default_value = "15s", value_parser = parse_duration)]
+    pub leader_elect_lease_duration: Duration,
+    /// How long the leader keeps trying to renew before it stops scheduling;
+    /// shorter than the lease duration.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub leader_elect_renew_deadline: Duration,
+    /// How often candidates try to take the Lease and the leader renews it.
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    pub leader_elect_retry_period: Duration,
     /// Serve HTTPS with this certificate chain (PEM); reloaded when it changes.
     #[arg(long, requires = "tls_key_file")]
     pub tls_cert_file: Option<PathBuf>,
@@ -199,6 +224,43 @@ fn parse_path_prefix(value: &str) -> Result<String, String> {
     Ok(prefix.to_string())
 }
 
+/// A Go duration as kube-scheduler's flags take them: decimal numbers with a
+/// unit each (`h`, `m`, `s`, `ms`, `us`, `ns`), summed: `15s`, `1m30s`, `1.5s`.
+fn parse_duration(value: &str) -> Result<Duration, String> {
+    const UNITS: [(&str, f64); 7] = [
+        ("ns", 1e-9),
+        ("us", 1e-6),
+        ("µs", 1e-6),
+        ("ms", 1e-3),
+        ("s", 1.0),
+        ("m", 60.0),
+        ("h", 3600.0),
+    ];
+    let bad = || format!("{value:?} is not a duration such as 15s, 1m30s or 500ms");
+    let mut rest = value;
+    let mut seconds = 0.0_f64;
+    if rest.is_empty() {
+        return Err(bad());
+    }
+    while !rest.is_empty() {
+        let number_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(bad)?;
+        let number: f64 = rest[..number_len].parse().map_err(|_| bad())?;
+        rest = &rest[number_len..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let (_, scale) = UNITS
+            .iter()
+            .find(|(u, _)| *u == &rest[..unit_len])
+            .ok_or_else(bad)?;
+        seconds += number * scale;
+        rest = &rest[unit_len..];
+    }
+    Duration::try_from_secs_f64(seconds).map_err(|_| bad())
+}
+
 /// Options of `placer score`.
 #[derive(Debug, clap::Args)]
 pub struct ScoreArgs {
@@ -245,6 +307,55 @@ mod tests {
         ] {
             assert!(parse_path_prefix(bad).is_err(), "{bad} accepted");
         }
+    }
+
+    #[test]
+    fn durations_read_as_go_writes_them() {
+        let ms = Duration::from_millis;
+        for (given, expected) in [
+            ("15s", ms(15_000)),
+            ("1m30s", ms(90_000)),
+            ("500ms", ms(500)),
+            ("1.5s", ms(1500)),
+            ("1h", ms(3_600_000)),
+            ("0s", ms(0)),
+        ] {
+            assert_eq!(parse_duration(given), Ok(expected), "{given}");
+        }
+        for bad in ["", "15", "s", "15x", "-1s", "1.2.3s", "15 s"] {
+            assert!(parse_duration(bad).is_err(), "{bad} accepted");
+        }
+    }
+
+    #[test]
+    fn leader_election_takes_kube_schedulers_flag_names() {
+        let cli = Cli::try_parse_from([
+            "placer",
+            "serve",
+            "--leader-elect",
+            "--leader-elect-lease-duration=30s",
+            "--leader-elect-renew-deadline=20s",
+            "--leader-elect-retry-period=500ms",
+            "--leader-elect-resource-name=sched",
+            "--leader-elect-resource-namespace=kube-system",
+        ])
+        .unwrap();
+        let Command::Serve(args) = cli.command else {
+            panic!("not serve")
+        };
+        assert_eq!(args.leader_elect_lease_duration, Duration::from_secs(30));
+        assert_eq!(args.leader_elect_renew_deadline, Duration::from_secs(20));
+        assert_eq!(args.leader_elect_retry_period, Duration::from_millis(500));
+        assert_eq!(args.leader_elect_resource_name, "sched");
+        assert_eq!(args.leader_elect_namespace, "kube-system");
+        let old = Cli::try_parse_from(["placer", "serve", "--leader-elect-lease=old"]).unwrap();
+        let Command::Serve(args) = old.command else {
+            panic!("not serve")
+        };
+        assert_eq!(
+            args.leader_elect_resource_name, "old",
+            "the old name still works"
+        );
     }
 
     #[test]

@@ -10,7 +10,9 @@
 //! - `PLACER_E2E_KEEP=1`: keep the temp dirs with configs and logs of every process;
 //! - `PLACER_E2E_RACE_NO_PROMPTS=1`: run the `retry` race tests with `--no-retry-prompts` (they
 //!   then report the stuck pods and fail), `PLACER_E2E_RACE_TRIALS` and `PLACER_E2E_PENDING_PODS`:
-//!   their sizes (40 trials, 1,000 pending pods).
+//!   their sizes (40 trials, 1,000 pending pods);
+//! - `PLACER_E2E_ROLLOUT_DELAY`: placer's `--shutdown-delay-seconds` in the `rollout` test
+//!   (default 5; 0 shows the failed calls the delay prevents).
 
 mod harness;
 
@@ -24,6 +26,7 @@ mod manifests;
 mod outage;
 mod restart;
 mod retry;
+mod rollout;
 mod scale;
 mod smoke;
 mod standalone;

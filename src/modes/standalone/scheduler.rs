@@ -116,9 +116,17 @@ impl Standalone {
         self
     }
 
-    /// Runs until `stop` turns true, then waits for binds in flight.
-    /// With `leadership`, schedules only while holding the Lease.
-    pub async fn run(self, mut leadership: Option<Leadership>, mut stop: signal::Receiver<bool>) {
+    /// Runs until `stop` turns true (the shutdown signal), then waits for
+    /// the binds in flight (at most `release_after`), gives the Lease up, so
+    /// another replica takes over at once, and waits for the events and
+    /// reports still being sent. With `leadership`, schedules only while
+    /// holding the Lease.
+    pub async fn run(
+        self,
+        mut leadership: Option<Leadership>,
+        mut stop: signal::Receiver<bool>,
+        release_after: Duration,
+    ) {
         let this = Arc::new(self);
         tokio::spawn(watch_unscheduled(
             this.client.clone(),
@@ -134,12 +142,17 @@ impl Standalone {
         if wait_for_cache_sync(&this.state.cache, &mut stop).await {
             Self::schedule_until_stopped(&this, &mut leadership, &mut stop).await;
         }
-        info!("scheduling loop stopping; waiting for binds and reports in flight");
-        let _ = this.tasks.acquire_many(MAX_TASKS).await;
+        info!("scheduling loop stopping; waiting for binds in flight");
+        let binds = this.binds.acquire_many(MAX_BINDS_IN_FLIGHT as u32);
+        if tokio::time::timeout(release_after, binds).await.is_err() {
+            warn!(waited = ?release_after, "binds still in flight; releasing the Lease anyway (a second bind of the same pod fails on the API server)");
+        }
         this.state.metrics.leader.set(0);
         if let Some(l) = leadership {
             l.release().await;
         }
+        let _ = this.tasks.acquire_many(MAX_TASKS).await;
+        info!("scheduling loop stopped");
     }
 
     /// Pops and schedules pods while leading, until `stop` turns true or
