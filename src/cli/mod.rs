@@ -38,9 +38,42 @@ pub fn error_message(error: &anyhow::Error) -> String {
     message
 }
 
+/// `--version`: the crate's version and the commit it was built from
+/// (`build.rs`; "unknown" without one).
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (",
+    env!("PLACER_GIT_COMMIT"),
+    ")"
+);
+
+/// The name the binary has when kubectl runs it as a plugin: installed (or
+/// symlinked) as `kubectl-placer` on the PATH, `kubectl placer explain
+/// ns/pod` runs `kubectl-placer explain ns/pod`, as krew plugins are run.
+pub const KUBECTL_PLUGIN: &str = "kubectl-placer";
+
+/// Parses the command line; as a kubectl plugin (the binary's name is
+/// [`KUBECTL_PLUGIN`]), usage and errors say `kubectl placer`. Exits with
+/// clap's message and status 2 on a usage error.
+pub fn parse() -> Cli {
+    let invoked_as = std::env::args_os().next().unwrap_or_default();
+    let plugin = std::path::Path::new(&invoked_as)
+        .file_stem()
+        .is_some_and(|name| name == KUBECTL_PLUGIN);
+    if !plugin {
+        return Cli::parse();
+    }
+    use clap::{CommandFactory as _, FromArgMatches as _};
+    let mut matches = Cli::command()
+        .name(KUBECTL_PLUGIN)
+        .bin_name("kubectl placer")
+        .get_matches();
+    Cli::from_arg_matches_mut(&mut matches).unwrap_or_else(|e| e.exit())
+}
+
 /// placer: a Kubernetes scheduler extender and standalone scheduler.
 #[derive(Debug, Parser)]
-#[command(name = "placer", version, about)]
+#[command(name = "placer", version = VERSION, about)]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]
