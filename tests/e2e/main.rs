@@ -6,6 +6,8 @@
 //! - `PLACER_E2E_BIN_DIR`: directory with prebuilt etcd, kube-apiserver and kube-scheduler
 //!   (default: build or reuse them with `tests/cluster/build.sh`);
 //! - `PLACER_E2E_PLACER_BIN`: another placer binary to test (default: cargo's build);
+//! - `PLACER_E2E_HELM_DIR`: directory with helm and the CRDs the chart test installs (default:
+//!   build or reuse them with `tests/cluster/build-helm.sh`);
 //! - `PLACER_E2E_RUST_LOG`: placer's log filter (default `info`);
 //! - `PLACER_E2E_KEEP=1`: keep the temp dirs with configs and logs of every process;
 //! - `PLACER_E2E_RACE_NO_PROMPTS=1`: run the `retry` race tests with `--no-retry-prompts` (they
@@ -17,6 +19,7 @@
 mod harness;
 
 mod bind;
+mod chart;
 mod differential;
 mod differential_scores;
 mod explain;

@@ -199,7 +199,7 @@ async fn leader_failover_after_kill() -> anyhow::Result<()> {
 /// shutdown delay (5 s here, the shipped default), while it still answers HTTP; the other replica,
 /// which watches the Lease, takes over within 2 s of the signal and schedules. Both replicas run
 /// with the shipped RBAC rules only (the scheduler's ClusterRole and the leader-election Role's
-/// rules, which name the Lease `placer`, granted cluster-wide here), so those rules are enough for
+/// rules, which name the one Lease, granted cluster-wide here), so those rules are enough for
 /// all of it, the Lease watch included.
 #[tokio::test]
 async fn leader_releases_lease_on_sigterm() -> anyhow::Result<()> {
@@ -211,9 +211,16 @@ async fn leader_releases_lease_on_sigterm() -> anyhow::Result<()> {
         .as_array_mut()
         .expect("rules are a list")
         .extend(election.as_array().into_iter().flatten().cloned());
+    // The Lease name the shipped Role allows.
+    let lease = election
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find_map(|rule| rule["resourceNames"][0].as_str())
+        .context("the shipped leader-election Role names no Lease")?
+        .to_owned();
+    let lease = lease.as_str();
     let kubeconfig = env.restricted_kubeconfig("placer", rules).await?;
-    // The name the shipped Role allows.
-    let lease = "placer";
     let mut replicas =
         two_replicas(&env, lease, &kubeconfig, &["--shutdown-delay-seconds=5"]).await?;
     let leader = wait_leader(&env, lease, &[&replicas[0], &replicas[1]]).await?;
