@@ -30,6 +30,7 @@ chart_start=$(date +%s)
 everything=(--set tls.enabled=true --set tls.certManager.enabled=true
   --set tls.certManager.issuerRef.name=ca --set tls.clientCA.enabled=true
   --set scheduler.enabled=true --set networkPolicy.enabled=true
+  --set 'networkPolicy.metricsPeers[0].namespaceSelector.matchLabels.name=monitoring'
   --set rbac.explainPods=true --set rbac.authDelegation=true
   --set monitoring.serviceMonitor.enabled=true --set monitoring.prometheusRule.enabled=true
   --set monitoring.dashboard.enabled=true)
