@@ -315,11 +315,12 @@ async fn standalone_summary_and_last_attempt_are_the_failed_scheduling_text() ->
         .await?;
     let explained = summary_matches_event(&env, &placer, "blocked").await?;
     assert_eq!(explained["deployment"], "standalone");
-    // The pending pod came through the scheduler's own watch of unassigned pods: a second
-    // watch (kind `pendingpod`) would have the API server send every pending pod twice.
+    // The pending pod came through the scheduler's own watch of unassigned pods (kind
+    // `unassignedpod`): a second watch (kind `pendingpod`) would have the API server send every
+    // pending pod twice.
     let metrics = placer.metrics().await?;
     assert!(
-        metrics.contains(r#"kind="pod""#) && !metrics.contains(r#"kind="pendingpod""#),
+        metrics.contains(r#"kind="unassignedpod""#) && !metrics.contains(r#"kind="pendingpod""#),
         "one watch of unassigned pods in standalone mode:\n{}",
         metrics
             .lines()

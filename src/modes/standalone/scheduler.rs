@@ -387,7 +387,7 @@ async fn wait_for_cache_sync(cache: &Cache, stop: &mut signal::Receiver<bool>) -
 /// those that left while the watch was down (a relist drops every queued pod
 /// it no longer lists). Every pod it sees, of any scheduler, also goes to
 /// `pending` when set. The watch runs on the cache's list-and-watch loop
-/// (short capped backoff, health as kind `pendingpod` in `placer_watch_*`
+/// (short capped backoff, health as kind `unassignedpod` in `placer_watch_*`
 /// and `/readyz`), as the cache's own watches do.
 async fn watch_unscheduled(
     client: Client,
@@ -396,7 +396,9 @@ async fn watch_unscheduled(
     pending: Option<PendingFeed>,
 ) {
     let api: Api<Pod> = Api::all(client);
-    let health = state.cache.watches().kind("pendingpod");
+    // Its own kind, not the `pendingpod` of /explain's watch in extender mode: the metrics
+    // then show that only one of the two runs.
+    let health = state.cache.watches().kind("unassignedpod");
     let (tx, mut rx) = tokio::sync::mpsc::channel::<(std::time::Instant, Step<Pod>)>(1024);
     tokio::spawn(watch_stream::run(
         api,
