@@ -219,7 +219,10 @@ fn metrics_count_requests_by_verb_and_outcome() {
         }
     }
     for line in text.lines().filter(|l| !l.starts_with('#')) {
-        assert!(line.starts_with("placer_"), "{line}");
+        assert!(
+            line.starts_with("placer_") || line.starts_with("process_"),
+            "{line}"
+        );
     }
 
     // /metrics itself is not counted as a verb.
