@@ -21,6 +21,28 @@ export PLACER_E2E_BIN_DIR="$bin_dir"
 kwok_dir=$(bash tests/cluster/build-kwok.sh | tail -n 1)
 echo "test.sh: kwok ready in $(( $(date +%s) - start ))s: $kwok_dir"
 export PLACER_E2E_KWOK_DIR="$kwok_dir"
+helm_dir=$(bash tests/cluster/build-helm.sh | tail -n 1)
+echo "test.sh: helm ready in $(( $(date +%s) - start ))s: $helm_dir"
+export PLACER_E2E_HELM_DIR="$helm_dir"
+
+# The chart: lint and render every mode, plain and with every optional part on; manifests/ must
+# be what the chart renders (scripts/render-manifests.sh). The e2e test `chart` dry-runs it.
+chart_start=$(date +%s)
+everything=(--set tls.enabled=true --set tls.certManager.enabled=true
+  --set tls.certManager.issuerRef.name=ca --set tls.clientCA.enabled=true
+  --set scheduler.enabled=true --set networkPolicy.enabled=true
+  --set 'networkPolicy.metricsPeers[0].namespaceSelector.matchLabels.name=monitoring'
+  --set rbac.explainPods=true --set rbac.authDelegation=true
+  --set monitoring.serviceMonitor.enabled=true --set monitoring.prometheusRule.enabled=true
+  --set monitoring.dashboard.enabled=true)
+for mode in extender standalone both; do
+  "$helm_dir/helm" lint --strict charts/placer --set mode="$mode" >/dev/null
+  "$helm_dir/helm" lint --strict charts/placer --set mode="$mode" "${everything[@]}" >/dev/null
+  "$helm_dir/helm" template placer charts/placer --set mode="$mode" >/dev/null
+  "$helm_dir/helm" template placer charts/placer --set mode="$mode" "${everything[@]}" >/dev/null
+done
+HELM="$helm_dir/helm" bash scripts/render-manifests.sh --check
+echo "test.sh: helm lint and template of charts/placer in $(( $(date +%s) - chart_start ))s"
 
 mkdir -p target
 log=target/test-output.log

@@ -1,9 +1,9 @@
-//! The `placer` binary: parse the command line and hand over to the library.
+//! The `placer` binary (also `kubectl-placer`, see [`cli::KUBECTL_PLUGIN`]): parse the command
+//! line and hand over to the library.
 
 use std::process::ExitCode;
 
-use clap::Parser;
-use placer::cli::{self, Cli, Command};
+use placer::cli::{self, Command};
 
 // The allocator is chosen by measurement (docs/benchmarks.md, "Allocator"): the
 // system one by default; the two features exist to repeat that measurement
@@ -20,7 +20,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = cli::parse();
     let result = match cli.command {
         Command::Serve(args) => tokio::runtime::Builder::new_multi_thread()
             .enable_all()

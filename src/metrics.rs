@@ -3,6 +3,10 @@
 //! Typed families in one struct, registered once; handlers and the runner
 //! record into them. Labels are bounded: verbs, outcomes, plugin names,
 //! extension points, object kinds, reload results — never pod or node names.
+//! Beside them, without the prefix, the `process_*` families every Go
+//! component exports ([`process`]).
+
+mod process;
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
@@ -11,7 +15,7 @@ use axum::extract::State;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::IntoResponse;
 use prometheus_client::encoding::EncodeLabelSet;
-use prometheus_client::encoding::text::encode;
+use prometheus_client::encoding::text::{encode_eof, encode_registry};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -177,13 +181,21 @@ pub struct QueueLabels {
 pub struct BuildLabels {
     /// Crate version.
     pub version: &'static str,
+    /// The git commit built (see `build.rs`), "unknown" without one.
+    pub revision: &'static str,
 }
+
+/// The commit this binary was built from (`build.rs`: the image's
+/// `REVISION` build argument, else git), "unknown" without one.
+pub const REVISION: &str = env!("PLACER_GIT_COMMIT");
 
 type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
 
 fn latency_histogram() -> Histogram {
-    // 50 µs .. ~1.6 s: extender answers must stay far below the 5 s timeout.
-    Histogram::new(exponential_buckets(0.000_05, 2.0, 16))
+    // 50 µs .. ~6.6 s: extender answers must stay far below kube-scheduler's
+    // 5 s httpTimeout, and the shipped alert compares the p99 with it, so the
+    // buckets reach past it.
+    Histogram::new(exponential_buckets(0.000_05, 2.0, 18))
 }
 
 fn latency_histogram_long() -> Histogram {
@@ -204,6 +216,8 @@ fn nodes_histogram() -> Histogram {
 /// Every metric placer exports.
 pub struct Metrics {
     registry: Registry,
+    /// `process_*`, named as client_golang names them (no `placer_` prefix).
+    process: Registry,
     /// Requests per verb and outcome.
     pub requests: Family<RequestLabels, Counter>,
     /// Request latency per verb and outcome.
@@ -446,11 +460,15 @@ impl Metrics {
         build_info
             .get_or_create(&BuildLabels {
                 version: env!("CARGO_PKG_VERSION"),
+                revision: REVISION,
             })
             .set(1);
         registry.register("build_info", "Build information (always 1)", build_info);
+        let mut process = Registry::default();
+        process.register_collector(Box::new(process::ProcessCollector));
         Metrics {
             registry,
+            process,
             requests,
             request_duration,
             request_nodes,
@@ -585,7 +603,9 @@ impl Metrics {
     pub fn encode(&self) -> String {
         let mut out = String::new();
         // Writing into a String cannot fail.
-        let _ = encode(&mut out, &self.registry);
+        let _ = encode_registry(&mut out, &self.registry);
+        let _ = encode_registry(&mut out, &self.process);
+        let _ = encode_eof(&mut out);
         out
     }
 }
@@ -631,4 +651,84 @@ pub async fn metrics(
         )],
         m.encode(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+
+    /// The `placer_*` and `process_*` names `text` mentions.
+    fn names_in(text: &str) -> BTreeSet<String> {
+        let mut names = BTreeSet::new();
+        for prefix in ["placer_", "process_"] {
+            for (at, _) in text.match_indices(prefix) {
+                let before = text[..at].chars().last();
+                if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+                    continue;
+                }
+                let tail = &text[at..];
+                let end = tail
+                    .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                    .unwrap_or(tail.len());
+                names.insert(tail[..end].to_owned());
+            }
+        }
+        names
+    }
+
+    /// Every metric the chart's alerts and dashboard read is one placer exports (a histogram's
+    /// `_bucket`, `_sum` and `_count`, a counter's `_total` included), so renaming a metric cannot
+    /// leave an alert that never fires or a panel that stays empty.
+    #[test]
+    fn every_metric_the_chart_reads_is_exported() {
+        let rules = include_str!("../charts/placer/templates/prometheusrule.yaml");
+        let dashboard = include_str!("../charts/placer/dashboards/placer.json");
+        let read: BTreeSet<String> = names_in(rules)
+            .union(&names_in(dashboard))
+            .cloned()
+            .collect();
+        assert!(read.len() > 15, "{read:?}");
+
+        // Families print only once they have a sample: give every labelled one a child.
+        let m = Metrics::new();
+        m.observe_request("filter", Outcome::Success, 0.001);
+        m.observe_nodes("filter", 3);
+        m.bound(true, 0.01);
+        m.policy_reloaded(true);
+        m.tls_reloaded(true);
+        m.connection_closed("idle_timeout");
+        m.handshake_failed("timeout");
+        m.attempt(Attempt::Scheduled);
+        m.retry_prompt("sent");
+        m.pending_pods
+            .get_or_create(&QueueLabels { queue: "active" })
+            .set(1);
+        let kind = KindLabels { kind: "node" };
+        m.cache_objects.get_or_create(&kind).set(1);
+        m.watch_connected.get_or_create(&kind).set(1);
+        m.watch_last_seen.get_or_create(&kind).set(1.0);
+        m.plugin_duration("ZoneSpread", ExtensionPoint::Score, 0.000_01);
+        let text = m.encode();
+        let families: BTreeSet<&str> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("# TYPE "))
+            .filter_map(|l| l.split(' ').next())
+            .collect();
+        let missing: Vec<&String> = read
+            .iter()
+            .filter(|name| {
+                !families.iter().any(|f| {
+                    ["", "_total", "_bucket", "_sum", "_count"]
+                        .iter()
+                        .any(|suffix| **name == format!("{f}{suffix}"))
+                })
+            })
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "read by the chart but not exported: {missing:?}; exported: {families:?}"
+        );
+    }
 }

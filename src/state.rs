@@ -8,6 +8,9 @@
 //! Handlers take only the part they read, as axum substates: [`Arc<Cache>`],
 //! [`LivePolicy`] or [`Arc<Metrics>`], through the [`FromRef`] impls below.
 
+pub mod leader_health;
+mod lifecycle;
+
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
@@ -17,6 +20,9 @@ use clap::ValueEnum;
 use crate::cache::Cache;
 use crate::metrics::Metrics;
 use crate::policy::CompiledPolicy;
+
+pub use leader_health::LeaderHealth;
+pub use lifecycle::Lifecycle;
 
 /// What `placer serve` does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -53,6 +59,10 @@ pub struct AppState {
     pub cache: Arc<Cache>,
     /// Prometheus metrics.
     pub metrics: Arc<Metrics>,
+    /// Serving, terminating or stopping (`/readyz`, the listener, the scheduling loop).
+    pub lifecycle: Arc<Lifecycle>,
+    /// What leader election last confirmed (`/healthz`).
+    pub leader_health: Arc<LeaderHealth>,
 }
 
 impl AppState {
@@ -65,6 +75,8 @@ impl AppState {
             policy: Arc::new(ArcSwap::from_pointee(policy)),
             cache,
             metrics,
+            lifecycle: Arc::default(),
+            leader_health: Arc::default(),
         }
     }
 }
@@ -78,6 +90,18 @@ impl FromRef<AppState> for Arc<Cache> {
 impl FromRef<AppState> for LivePolicy {
     fn from_ref(state: &AppState) -> Self {
         state.policy.clone()
+    }
+}
+
+impl FromRef<AppState> for Arc<Lifecycle> {
+    fn from_ref(state: &AppState) -> Self {
+        state.lifecycle.clone()
+    }
+}
+
+impl FromRef<AppState> for Arc<LeaderHealth> {
+    fn from_ref(state: &AppState) -> Self {
+        state.leader_health.clone()
     }
 }
 

@@ -1,5 +1,6 @@
-//! Every policy the repository ships must load: the root `policy.yaml` and
-//! the ones embedded in the manifests' ConfigMaps.
+//! Every policy the repository ships must load: the root `policy.yaml`, the
+//! chart's per-mode policies and the ones embedded in the manifests'
+//! ConfigMaps (rendered from the chart).
 
 use std::path::Path;
 
@@ -10,6 +11,11 @@ fn shipped_policies() -> Vec<(String, String)> {
         "policy.yaml".to_string(),
         std::fs::read_to_string("policy.yaml").expect("policy.yaml at the repository root"),
     )];
+    for mode in ["extender", "standalone", "both"] {
+        let path = format!("charts/placer/files/policy-{mode}.yaml");
+        let text = std::fs::read_to_string(&path).expect("the chart's policy for every mode");
+        found.push((path, text));
+    }
     let mut dirs = vec![Path::new("manifests").to_path_buf()];
     while let Some(dir) = dirs.pop() {
         for entry in std::fs::read_dir(&dir).expect("manifests/ exists") {
@@ -42,6 +48,16 @@ fn shipped_policies() -> Vec<(String, String)> {
         }
     }
     found
+}
+
+/// `--mode both` in the chart ships the root policy (both profiles): the copy must not drift.
+#[test]
+fn the_charts_both_mode_policy_is_the_root_policy() {
+    assert_eq!(
+        std::fs::read_to_string("charts/placer/files/policy-both.yaml").expect("chart policy"),
+        std::fs::read_to_string("policy.yaml").expect("root policy"),
+        "charts/placer/files/policy-both.yaml differs from policy.yaml: copy it over"
+    );
 }
 
 #[test]

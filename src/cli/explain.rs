@@ -5,8 +5,14 @@
 //!   kubeconfig's credentials (bearer token, or client certificate), so the
 //!   user's own RBAC decides what placer shows them (design §3.4), or
 //!   `--client-cert-file`/`--client-key-file`;
-//! - `placer explain NAMESPACE/NAME [--kubeconfig PATH]`: lists the cluster
-//!   once from the API server into a fresh cache and explains from it;
+//! - `placer explain NAMESPACE/NAME [--kubeconfig PATH] [--context NAME]`
+//!   (or `NAME -n NAMESPACE`): lists the cluster once from the API server
+//!   into a fresh cache and explains from it, with the policy from
+//!   `--policy`, else `./policy.yaml`, else the ConfigMap the charts and
+//!   manifests install (`--policy-configmap`, `placer-system/placer-policy`);
+//!   as `kubectl placer explain ...` (the binary installed as
+//!   `kubectl-placer`) this is kubectl's habit: the kubeconfig's current
+//!   context and namespace;
 //! - `placer explain --cluster FILE --pod FILE`: offline, as `placer score`.
 
 use std::fmt::Debug;
@@ -17,7 +23,8 @@ use anyhow::{Context, bail};
 use arc_swap::ArcSwap;
 use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{
-    Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, ReplicationController, Service,
+    ConfigMap, Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod,
+    ReplicationController, Service,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::StorageClass;
@@ -42,9 +49,17 @@ use crate::state::Mode;
 /// Options of `placer explain`.
 #[derive(Debug, clap::Args)]
 pub struct ExplainArgs {
-    /// The live pod, as NAMESPACE/NAME.
+    /// The live pod, as NAMESPACE/NAME, or NAME with --namespace (default:
+    /// the kubeconfig context's namespace).
     #[arg(required_unless_present = "cluster", conflicts_with = "cluster")]
     pub target: Option<String>,
+    /// The pod's namespace when the target is a bare NAME (kubectl's -n).
+    #[arg(short = 'n', long, conflicts_with = "cluster")]
+    pub namespace: Option<String>,
+    /// The kubeconfig context to use (default: its current context), for
+    /// the one-shot cache or, with --server, for the credentials sent.
+    #[arg(long, conflicts_with = "cluster")]
+    pub context: Option<String>,
     /// A running placer (https://host:port, or http://...); the
     /// kubeconfig's credentials go with the request (to HTTPS or loopback
     /// servers only).
@@ -70,9 +85,14 @@ pub struct ExplainArgs {
     /// Offline: the pod to place (YAML/JSON).
     #[arg(long, requires = "cluster")]
     pub pod: Option<PathBuf>,
-    /// Policy file (one-shot and offline).
-    #[arg(long, default_value = "policy.yaml")]
-    pub policy: PathBuf,
+    /// Policy file (one-shot and offline; default: ./policy.yaml, and for the
+    /// one-shot cache, when there is none, --policy-configmap).
+    #[arg(long)]
+    pub policy: Option<PathBuf>,
+    /// One-shot cache without a policy file: the ConfigMap (NAMESPACE/NAME,
+    /// key policy.yaml) the running placer reads its policy from.
+    #[arg(long, default_value = "placer-system/placer-policy")]
+    pub policy_configmap: String,
     /// How placer runs, for the one-shot cache: extender (kube-scheduler's
     /// plugins, then placer's) or standalone (placer's profiles schedule).
     #[arg(long, value_enum, default_value = "extender")]
@@ -89,7 +109,7 @@ pub struct ExplainArgs {
 pub fn explain(args: ExplainArgs) -> anyhow::Result<()> {
     if let (Some(cluster), Some(pod)) = (&args.cluster, &args.pod) {
         return super::score(&ScoreArgs {
-            policy: args.policy.clone(),
+            policy: args.policy.clone().unwrap_or_else(default_policy),
             cluster: cluster.clone(),
             pod: pod.clone(),
             format: args.format,
@@ -98,15 +118,27 @@ pub fn explain(args: ExplainArgs) -> anyhow::Result<()> {
     let Some(target) = &args.target else {
         bail!("give NAMESPACE/NAME, or --cluster FILE --pod FILE");
     };
-    let (namespace, name) = split_target(target)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("starting the runtime")?;
     let out = runtime.block_on(async {
         match &args.server {
-            Some(server) => from_server(&args, server, namespace, name).await,
-            None => one_shot(&args, namespace, name).await,
+            Some(server) => {
+                let fallback = args.namespace.as_deref().unwrap_or("default");
+                let (namespace, name) = split_target(target, fallback)?;
+                from_server(&args, server, namespace, name).await
+            }
+            None => {
+                let client =
+                    api_client(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
+                let fallback = args
+                    .namespace
+                    .clone()
+                    .unwrap_or_else(|| client.default_namespace().to_owned());
+                let (namespace, name) = split_target(target, &fallback)?;
+                one_shot(&args, client, namespace, name).await
+            }
         }
     })?;
     print!("{out}");
@@ -116,11 +148,15 @@ pub fn explain(args: ExplainArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `NAMESPACE/NAME`, both checked as the API server checks them.
-fn split_target(target: &str) -> anyhow::Result<(&str, &str)> {
-    let Some((namespace, name)) = target.split_once('/') else {
-        bail!("{target:?}: expected NAMESPACE/NAME");
-    };
+/// The policy file used when none is named.
+fn default_policy() -> PathBuf {
+    PathBuf::from("policy.yaml")
+}
+
+/// `NAMESPACE/NAME`, or `NAME` in `namespace`, both checked as the API
+/// server checks them.
+fn split_target<'a>(target: &'a str, namespace: &'a str) -> anyhow::Result<(&'a str, &'a str)> {
+    let (namespace, name) = target.split_once('/').unwrap_or((namespace, target));
     names::validate_namespace(namespace).map_err(anyhow::Error::msg)?;
     names::validate_pod_name(name).map_err(anyhow::Error::msg)?;
     Ok((namespace, name))
@@ -144,7 +180,7 @@ async fn from_server(
         config.root_cert = Some(certs.into_iter().map(|c| c.to_vec()).collect());
     }
     if credentials_may_go_to(&url) {
-        config.auth_info = credentials(args.kubeconfig.as_deref()).await?;
+        config.auth_info = credentials(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
     } else {
         eprintln!(
             "warning: {server} is plain HTTP and not on this host: the kubeconfig's credentials are not sent"
@@ -208,14 +244,20 @@ fn credentials_may_go_to(url: &axum::http::Uri) -> bool {
     }
 }
 
-/// The credentials of the kubeconfig's current user (token, token file,
-/// client certificate, exec or auth-provider plugins), nothing else of it:
-/// not its server, CA, basic auth or impersonation. No kubeconfig at all is
-/// no credentials, unless `--kubeconfig` named one.
-async fn credentials(kubeconfig: Option<&Path>) -> anyhow::Result<kube::config::AuthInfo> {
-    let config = match super::kube_config(kubeconfig).await {
+/// The credentials of the kubeconfig's user in `context` (else the current
+/// one): token, token file, client certificate, exec or auth-provider
+/// plugins, nothing else of it: not its server, CA, basic auth or
+/// impersonation. No kubeconfig at all is no credentials, unless
+/// `--kubeconfig` or `--context` named one.
+async fn credentials(
+    kubeconfig: Option<&Path>,
+    context: Option<&str>,
+) -> anyhow::Result<kube::config::AuthInfo> {
+    let config = match super::kube_config(kubeconfig, context).await {
         Ok(config) => config,
-        Err(_) if kubeconfig.is_none() => return Ok(kube::config::AuthInfo::default()),
+        Err(_) if kubeconfig.is_none() && context.is_none() => {
+            return Ok(kube::config::AuthInfo::default());
+        }
         Err(e) => return Err(e),
     };
     let user = config.auth_info;
@@ -232,14 +274,47 @@ async fn credentials(kubeconfig: Option<&Path>) -> anyhow::Result<kube::config::
     })
 }
 
-async fn api_client(kubeconfig: Option<&Path>) -> anyhow::Result<Client> {
-    Client::try_from(super::kube_config(kubeconfig).await?).context("building the API client")
+/// The API client of `--kubeconfig` (else in-cluster, `KUBECONFIG`,
+/// `~/.kube/config`, as kubectl looks), with `context` or the current one.
+async fn api_client(kubeconfig: Option<&Path>, context: Option<&str>) -> anyhow::Result<Client> {
+    Client::try_from(super::kube_config(kubeconfig, context).await?)
+        .context("building the API client")
+}
+
+/// The policy of a one-shot explanation: `--policy`, else `./policy.yaml`,
+/// else the ConfigMap the running placer reads (`--policy-configmap`).
+async fn one_shot_policy(args: &ExplainArgs, client: &Client) -> anyhow::Result<policy::Policy> {
+    let file = args.policy.clone().unwrap_or_else(default_policy);
+    if args.policy.is_some() || file.exists() {
+        return Ok(policy::load(&file)?);
+    }
+    let source = &args.policy_configmap;
+    let Some((namespace, name)) = source.split_once('/') else {
+        bail!("--policy-configmap {source:?}: expected NAMESPACE/NAME");
+    };
+    let map = Api::<ConfigMap>::namespaced(client.clone(), namespace)
+        .get(name)
+        .await
+        .with_context(|| {
+            format!("no ./policy.yaml and no --policy; reading the policy from ConfigMap {source}")
+        })?;
+    let Some(text) = map.data.and_then(|mut d| d.remove("policy.yaml")) else {
+        bail!("ConfigMap {source} has no key policy.yaml");
+    };
+    Ok(policy::parse(
+        &text,
+        &format!("ConfigMap {source} policy.yaml"),
+    )?)
 }
 
 /// Lists the cluster once into a fresh cache and explains from it.
-async fn one_shot(args: &ExplainArgs, namespace: &str, name: &str) -> anyhow::Result<String> {
-    let compiled = CompiledPolicy::new(policy::load(&args.policy)?);
-    let client = api_client(args.kubeconfig.as_deref()).await?;
+async fn one_shot(
+    args: &ExplainArgs,
+    client: Client,
+    namespace: &str,
+    name: &str,
+) -> anyhow::Result<String> {
+    let compiled = CompiledPolicy::new(one_shot_policy(args, &client).await?);
     let mut state = ClusterState::with_dimensions(&compiled.count_dimensions());
     let nodes = Api::<Node>::all(client.clone())
         .list(&ListParams::default())
@@ -353,10 +428,10 @@ current-context: x
 ",
         )
         .unwrap();
-        let user = credentials(Some(&path)).await.unwrap();
+        let user = credentials(Some(&path), None).await.unwrap();
         assert!(user.token.is_some());
         assert_eq!(user.impersonate, None);
-        let e = credentials(Some(&dir.path().join("missing")))
+        let e = credentials(Some(&dir.path().join("missing")), None)
             .await
             .unwrap_err();
         assert!(format!("{e:#}").contains("reading kubeconfig"), "{e:#}");
@@ -364,12 +439,27 @@ current-context: x
 
     #[test]
     fn targets_are_namespace_slash_name_checked_by_part() {
-        assert_eq!(split_target("default/web-0").unwrap(), ("default", "web-0"));
-        let e = split_target("web-0").unwrap_err().to_string();
-        assert!(e.contains("expected NAMESPACE/NAME"), "{e}");
-        let e = split_target("Default/web").unwrap_err().to_string();
+        assert_eq!(
+            split_target("default/web-0", "x").unwrap(),
+            ("default", "web-0")
+        );
+        assert_eq!(split_target("web-0", "shop").unwrap(), ("shop", "web-0"));
+        let e = split_target("Default/web", "x").unwrap_err().to_string();
         assert!(e.starts_with("namespace \"Default\""), "{e}");
-        let e = split_target("default/a/b").unwrap_err().to_string();
+        let e = split_target("default/a/b", "x").unwrap_err().to_string();
         assert!(e.starts_with("name \"a/b\""), "{e}");
+        let e = split_target("web-0", "Bad_NS").unwrap_err().to_string();
+        assert!(e.starts_with("namespace \"Bad_NS\""), "{e}");
+    }
+
+    #[test]
+    fn as_a_kubectl_plugin_usage_says_kubectl_placer() {
+        use clap::CommandFactory as _;
+        let help = super::super::Cli::command()
+            .name(super::super::KUBECTL_PLUGIN)
+            .bin_name("kubectl placer")
+            .render_usage()
+            .to_string();
+        assert!(help.contains("kubectl placer"), "{help}");
     }
 }

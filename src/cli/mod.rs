@@ -38,28 +38,72 @@ pub fn error_message(error: &anyhow::Error) -> String {
     message
 }
 
-/// The API server's configuration from `kubeconfig`, else inferred
-/// (in-cluster, KUBECONFIG, ~/.kube/config).
-async fn kube_config(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Config> {
+/// The API server's configuration from `kubeconfig` (else in-cluster,
+/// `KUBECONFIG`, `~/.kube/config`, as kubectl looks), with `context` or the
+/// kubeconfig's current one.
+async fn kube_config(
+    kubeconfig: Option<&std::path::Path>,
+    context: Option<&str>,
+) -> anyhow::Result<kube::Config> {
     use anyhow::Context as _;
     use kube::config::{KubeConfigOptions, Kubeconfig};
-    match kubeconfig {
-        Some(path) => {
+    let options = KubeConfigOptions {
+        context: context.map(str::to_owned),
+        ..KubeConfigOptions::default()
+    };
+    match (kubeconfig, context) {
+        (Some(path), _) => {
             let kc = Kubeconfig::read_from(path)
                 .with_context(|| format!("reading kubeconfig {}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+            kube::Config::from_custom_kubeconfig(kc, &options)
                 .await
                 .with_context(|| format!("using kubeconfig {}", path.display()))
         }
-        None => kube::Config::infer()
+        (None, Some(context)) => kube::Config::from_kubeconfig(&options)
+            .await
+            .with_context(|| format!("using context {context:?} of the kubeconfig")),
+        (None, None) => kube::Config::infer()
             .await
             .context("finding cluster credentials (in-cluster, KUBECONFIG, ~/.kube/config)"),
     }
 }
 
+/// `--version`: the crate's version and the commit it was built from
+/// (`build.rs`; "unknown" without one).
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (",
+    env!("PLACER_GIT_COMMIT"),
+    ")"
+);
+
+/// The name the binary has when kubectl runs it as a plugin: installed (or
+/// symlinked) as `kubectl-placer` on the PATH, `kubectl placer explain
+/// ns/pod` runs `kubectl-placer explain ns/pod`, as krew plugins are run.
+pub const KUBECTL_PLUGIN: &str = "kubectl-placer";
+
+/// Parses the command line; as a kubectl plugin (the binary's name is
+/// [`KUBECTL_PLUGIN`]), usage and errors say `kubectl placer`. Exits with
+/// clap's message and status 2 on a usage error.
+pub fn parse() -> Cli {
+    let invoked_as = std::env::args_os().next().unwrap_or_default();
+    let plugin = std::path::Path::new(&invoked_as)
+        .file_stem()
+        .is_some_and(|name| name == KUBECTL_PLUGIN);
+    if !plugin {
+        return Cli::parse();
+    }
+    use clap::{CommandFactory as _, FromArgMatches as _};
+    let mut matches = Cli::command()
+        .name(KUBECTL_PLUGIN)
+        .bin_name("kubectl placer")
+        .get_matches();
+    Cli::from_arg_matches_mut(&mut matches).unwrap_or_else(|e| e.exit())
+}
+
 /// placer: a Kubernetes scheduler extender and standalone scheduler.
 #[derive(Debug, Parser)]
-#[command(name = "placer", version, about)]
+#[command(name = "placer", version = VERSION, about)]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]
@@ -133,15 +177,39 @@ pub struct ServeArgs {
     /// binds) before closing the remaining connections.
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(0..=3600))]
     pub shutdown_drain_seconds: u64,
+    /// Seconds between SIGTERM and the drain: /readyz answers 503 at once
+    /// while requests are still answered, so the Service's endpoints (and
+    /// every node's kube-proxy) drop this replica before it stops accepting
+    /// (kube-apiserver's --shutdown-delay-duration). In standalone mode the
+    /// Lease is released at the start of it. SIGINT skips it.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(0..=3600))]
+    pub shutdown_delay_seconds: u64,
     /// Elect a leader through a Lease before scheduling (standalone mode).
     #[arg(long)]
     pub leader_elect: bool,
     /// Namespace of the leader-election Lease (default: $POD_NAMESPACE, else "default").
-    #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
+    #[arg(
+        long,
+        visible_alias = "leader-elect-resource-namespace",
+        env = "POD_NAMESPACE",
+        default_value = "default"
+    )]
     pub leader_elect_namespace: String,
-    /// Name of the leader-election Lease.
-    #[arg(long, default_value = "placer")]
-    pub leader_elect_lease: String,
+    /// Name of the leader-election Lease (kube-scheduler's flag; `--leader-elect-lease` is its
+    /// old name here).
+    #[arg(long, alias = "leader-elect-lease", default_value = "placer")]
+    pub leader_elect_resource_name: String,
+    /// How long followers wait after the last observed renewal before taking
+    /// the Lease (a Go duration, as kube-scheduler's flag: 15s, 1m30s, 500ms).
+    #[arg(long, default_value = "15s", value_parser = parse_duration)]
+    pub leader_elect_lease_duration: Duration,
+    /// How long the leader keeps trying to renew before it stops scheduling;
+    /// shorter than the lease duration.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub leader_elect_renew_deadline: Duration,
+    /// How often candidates try to take the Lease and the leader renews it.
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    pub leader_elect_retry_period: Duration,
     /// Serve HTTPS with this certificate chain (PEM); reloaded when it changes.
     #[arg(long, requires = "tls_key_file")]
     pub tls_cert_file: Option<PathBuf>,
@@ -261,36 +329,44 @@ fn parse_always_allow_path(value: &str) -> Result<String, String> {
     Ok(value.to_owned())
 }
 
-/// A Go duration as kube-scheduler's flags take it: one or more
-/// `<number><unit>` with units h, m, s, ms (e.g. `10s`, `1m30s`), or `0`.
+/// A Go duration as kube-scheduler's flags take them: decimal numbers with a
+/// unit each (`h`, `m`, `s`, `ms`, `us`, `ns`), summed: `15s`, `1m30s`, `1.5s`.
 fn parse_duration(value: &str) -> Result<Duration, String> {
+    const UNITS: [(&str, f64); 7] = [
+        ("ns", 1e-9),
+        ("us", 1e-6),
+        ("µs", 1e-6),
+        ("ms", 1e-3),
+        ("s", 1.0),
+        ("m", 60.0),
+        ("h", 3600.0),
+    ];
     if value == "0" {
         return Ok(Duration::ZERO);
     }
-    let bad = || format!("{value:?} is not a duration (examples: 10s, 2m, 1m30s, 500ms)");
-    let mut total = Duration::ZERO;
+    let bad = || format!("{value:?} is not a duration such as 15s, 1m30s or 500ms");
     let mut rest = value;
+    let mut seconds = 0.0_f64;
     if rest.is_empty() {
         return Err(bad());
     }
     while !rest.is_empty() {
-        let digits = rest.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
-        let number: u64 = rest[..digits].parse().map_err(|_| bad())?;
-        rest = &rest[digits..];
-        let unit = rest
-            .find(|c: char| c.is_ascii_digit())
+        let number_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(bad)?;
+        let number: f64 = rest[..number_len].parse().map_err(|_| bad())?;
+        rest = &rest[number_len..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
             .unwrap_or(rest.len());
-        let part = match &rest[..unit] {
-            "h" => Duration::from_secs(number.saturating_mul(3600)),
-            "m" => Duration::from_secs(number.saturating_mul(60)),
-            "s" => Duration::from_secs(number),
-            "ms" => Duration::from_millis(number),
-            _ => return Err(bad()),
-        };
-        total = total.saturating_add(part);
-        rest = &rest[unit..];
+        let (_, scale) = UNITS
+            .iter()
+            .find(|(u, _)| *u == &rest[..unit_len])
+            .ok_or_else(bad)?;
+        seconds += number * scale;
+        rest = &rest[unit_len..];
     }
-    Ok(total)
+    Duration::try_from_secs_f64(seconds).map_err(|_| bad())
 }
 
 /// Options of `placer score`.
@@ -342,6 +418,55 @@ mod tests {
     }
 
     #[test]
+    fn durations_read_as_go_writes_them() {
+        let ms = Duration::from_millis;
+        for (given, expected) in [
+            ("15s", ms(15_000)),
+            ("1m30s", ms(90_000)),
+            ("500ms", ms(500)),
+            ("1.5s", ms(1500)),
+            ("1h", ms(3_600_000)),
+            ("0s", ms(0)),
+        ] {
+            assert_eq!(parse_duration(given), Ok(expected), "{given}");
+        }
+        for bad in ["", "15", "s", "15x", "-1s", "1.2.3s", "15 s"] {
+            assert!(parse_duration(bad).is_err(), "{bad} accepted");
+        }
+    }
+
+    #[test]
+    fn leader_election_takes_kube_schedulers_flag_names() {
+        let cli = Cli::try_parse_from([
+            "placer",
+            "serve",
+            "--leader-elect",
+            "--leader-elect-lease-duration=30s",
+            "--leader-elect-renew-deadline=20s",
+            "--leader-elect-retry-period=500ms",
+            "--leader-elect-resource-name=sched",
+            "--leader-elect-resource-namespace=kube-system",
+        ])
+        .unwrap();
+        let Command::Serve(args) = cli.command else {
+            panic!("not serve")
+        };
+        assert_eq!(args.leader_elect_lease_duration, Duration::from_secs(30));
+        assert_eq!(args.leader_elect_renew_deadline, Duration::from_secs(20));
+        assert_eq!(args.leader_elect_retry_period, Duration::from_millis(500));
+        assert_eq!(args.leader_elect_resource_name, "sched");
+        assert_eq!(args.leader_elect_namespace, "kube-system");
+        let old = Cli::try_parse_from(["placer", "serve", "--leader-elect-lease=old"]).unwrap();
+        let Command::Serve(args) = old.command else {
+            panic!("not serve")
+        };
+        assert_eq!(
+            args.leader_elect_resource_name, "old",
+            "the old name still works"
+        );
+    }
+
+    #[test]
     fn a_bad_path_prefix_is_a_usage_error_naming_the_flag() {
         let err = Cli::try_parse_from(["placer", "serve", "--path-prefix", "/{x}"]).unwrap_err();
         assert_eq!(err.exit_code(), 2);
@@ -358,11 +483,12 @@ mod tests {
             ("500ms", 0, 500),
             ("0", 0, 0),
             ("0s", 0, 0),
+            ("1.5s", 1, 500),
         ] {
             let expected = Duration::from_secs(secs) + Duration::from_millis(millis);
             assert_eq!(parse_duration(given), Ok(expected), "{given}");
         }
-        for bad in ["", "10", "s", "10x", "-1s", "1.5s", "10 s"] {
+        for bad in ["", "10", "s", "10x", "-1s", "10 s"] {
             assert!(parse_duration(bad).is_err(), "{bad} accepted");
         }
     }

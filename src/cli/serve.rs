@@ -14,7 +14,7 @@ use crate::explain::pending::PendingFeed;
 use crate::explain::{self, Diagnoses, Explainer, InTree, PendingPods};
 use crate::metrics::Metrics;
 use crate::modes::extender::{Binder, ExtenderState, Settings};
-use crate::modes::standalone::leader;
+use crate::modes::standalone::leader::{self, ElectionConfig};
 use crate::modes::standalone::scheduler::Standalone;
 use crate::ops::access::{Access, AccessSettings, AlwaysAllow, ReviewSettings, Reviewer, Scheme};
 use crate::ops::policy_reload::PolicyReloader;
@@ -24,7 +24,7 @@ use crate::ops::tls::{TlsFiles, TlsReloader};
 use crate::policy::{self, CompiledPolicy};
 use crate::server::conn::Timeouts;
 use crate::server::listener::{Limits, Listener, Transport};
-use crate::state::{AppState, Mode};
+use crate::state::{AppState, Lifecycle, Mode};
 
 /// Runs the service until SIGTERM, SIGINT or SIGQUIT.
 pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
@@ -32,9 +32,12 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     // First: until handled, SIGHUP, SIGQUIT and SIGUSR1/2 end the process.
     let signals = Signals::install().context("installing signal handlers")?;
     let reload_on_sighup = signals.reload_handle();
-    // One stop signal for the listener and the scheduling loop.
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    tokio::spawn(signals.run(stop_tx));
+    // One shutdown sequence for readiness, the listener and the scheduling loop.
+    let lifecycle = Arc::new(Lifecycle::new());
+    tokio::spawn(signals.run(
+        lifecycle.clone(),
+        Duration::from_secs(args.shutdown_delay_seconds),
+    ));
 
     let compiled = CompiledPolicy::new(policy::load(&args.policy)?);
     if args.mode.schedules() && args.snapshot.is_some() {
@@ -99,7 +102,8 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             Mode::Both => Some("both"),
         },
     };
-    let state = AppState::new(compiled, cache);
+    let mut state = AppState::new(compiled, cache);
+    state.lifecycle = lifecycle.clone();
     let binder = api_client
         .clone()
         .map(|client| Arc::new(Binder::new(client, state.metrics.clone())));
@@ -141,13 +145,23 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let scheduling = match (args.mode.schedules(), api_client) {
         (true, Some(client)) => {
             let identity = replica_identity();
+            let election = ElectionConfig {
+                lease_duration: args.leader_elect_lease_duration,
+                renew_deadline: args.leader_elect_renew_deadline,
+                retry_period: args.leader_elect_retry_period,
+                ..ElectionConfig::new(
+                    &args.leader_elect_namespace,
+                    &args.leader_elect_resource_name,
+                    &identity,
+                )
+            };
             let leadership = if args.leader_elect {
                 Some(
                     leader::join(
                         client.clone(),
-                        &args.leader_elect_namespace,
-                        &args.leader_elect_lease,
-                        &identity,
+                        election.clone(),
+                        state.leader_health.clone(),
+                        state.cache.watches().kind("lease"),
                     )
                     .await?,
                 )
@@ -167,7 +181,11 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 leader_elect = args.leader_elect,
                 "standalone scheduling enabled"
             );
-            Some(tokio::spawn(standalone.run(leadership, stop_rx.clone())))
+            Some(tokio::spawn(standalone.run(
+                leadership,
+                lifecycle.terminating(),
+                election.renew_deadline,
+            )))
         }
         _ => None,
     };
@@ -195,7 +213,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         drain: Duration::from_secs(args.shutdown_drain_seconds),
     };
     listener
-        .serve(app, transport, limits, metrics, stop_rx)
+        .serve(app, transport, limits, metrics, &lifecycle)
         .await;
     // In-flight binds finish and the Lease is released before exiting.
     if let Some(task) = scheduling {
@@ -388,7 +406,8 @@ async fn client(args: &ServeArgs) -> anyhow::Result<kube::Client> {
 
 /// An API client from `kubeconfig`, or inferred (in-cluster, KUBECONFIG, ~/.kube/config).
 async fn kube_client(kubeconfig: Option<&Path>) -> anyhow::Result<kube::Client> {
-    kube::Client::try_from(super::kube_config(kubeconfig).await?).context("building the API client")
+    kube::Client::try_from(super::kube_config(kubeconfig, None).await?)
+        .context("building the API client")
 }
 
 /// This replica's name in the Lease and in its events: `$POD_NAME` (the

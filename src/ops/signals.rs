@@ -2,7 +2,9 @@
 //!
 //! | signal | effect |
 //! | --- | --- |
-//! | SIGTERM, SIGINT, SIGQUIT | graceful shutdown; a second one during the drain exits at once (status 1) |
+//! | SIGTERM, SIGQUIT | graceful shutdown: not ready at once, requests answered for `--shutdown-delay-seconds`, then the drain (see [`Lifecycle`]) |
+//! | SIGINT | the same without the delay (a terminal's Ctrl-C; Kubernetes sends SIGTERM) |
+//! | a second one of these | exits at once (status 1) |
 //! | SIGHUP | re-read the policy and the TLS files |
 //! | SIGUSR1, SIGUSR2 | logged and ignored |
 //!
@@ -10,14 +12,15 @@
 //! process silently, so all of them are installed first thing at start-up.
 
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use tokio::signal::unix::{Signal, SignalKind, signal};
-use tokio::sync::watch;
 use tracing::{info, warn};
 
 use crate::ops::Trigger;
 use crate::ops::policy_reload::PolicyReloader;
 use crate::ops::tls::TlsReloader;
+use crate::state::Lifecycle;
 
 /// What SIGHUP reloads.
 pub struct Reloaders {
@@ -71,14 +74,15 @@ impl Signals {
         ReloadHandle(self.reloaders.clone())
     }
 
-    /// Handles signals until the process ends; sets `stop` on the first
-    /// terminating one.
-    pub async fn run(mut self, stop: watch::Sender<bool>) {
+    /// Handles signals until the process ends; the first terminating one
+    /// begins `lifecycle`'s shutdown, the drain following after `delay`
+    /// (at once for SIGINT).
+    pub async fn run(mut self, lifecycle: Arc<Lifecycle>, delay: Duration) {
         loop {
-            let name = tokio::select! {
-                Some(()) = self.term.recv() => "SIGTERM",
-                Some(()) = self.int.recv() => "SIGINT",
-                Some(()) = self.quit.recv() => "SIGQUIT",
+            let (name, delay) = tokio::select! {
+                Some(()) = self.term.recv() => ("SIGTERM", delay),
+                Some(()) = self.int.recv() => ("SIGINT", Duration::ZERO),
+                Some(()) = self.quit.recv() => ("SIGQUIT", delay),
                 Some(()) = self.hup.recv() => {
                     self.reload().await;
                     continue;
@@ -93,10 +97,10 @@ impl Signals {
                 }
                 else => return,
             };
-            if stop.send_replace(true) {
+            if lifecycle.is_terminating() {
                 warn!(
                     signal = name,
-                    "second shutdown signal during the drain; exiting now"
+                    "second shutdown signal during the shutdown; exiting now"
                 );
                 std::process::exit(1);
             }
@@ -104,6 +108,7 @@ impl Signals {
                 signal = name,
                 "shutdown signal received; finishing in-flight requests"
             );
+            lifecycle.begin_shutdown(delay);
         }
     }
 

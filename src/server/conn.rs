@@ -28,6 +28,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
+use axum::http::header::{CONNECTION, HeaderValue};
 use axum::http::{Request, Version};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
@@ -130,7 +131,11 @@ impl Activity {
 
     fn begin(self: &Arc<Self>, version: Version) -> InFlight {
         let mut state = self.state.lock();
-        state.multiplexed |= version == Version::HTTP_2;
+        if version == Version::HTTP_2 && !state.multiplexed {
+            state.multiplexed = true;
+            // A terminating server sends this connection a GOAWAY now.
+            self.changed.notify_one();
+        }
         state.phase = match state.phase {
             Phase::Busy(n) => Phase::Busy(n + 1),
             _ => Phase::Busy(1),
@@ -144,6 +149,10 @@ impl Activity {
             Phase::Busy(n) if n > 1 => Phase::Busy(n - 1),
             _ => Phase::Idle(Instant::now()),
         };
+    }
+
+    fn is_multiplexed(&self) -> bool {
+        self.state.lock().multiplexed
     }
 
     fn deadline(&self, t: Timeouts) -> (Instant, Expiry) {
@@ -235,15 +244,26 @@ pub struct Accepted {
     pub peer: Option<Arc<ClientCert>>,
 }
 
+/// The shutdown phases a connection acts on (see [`crate::state::Lifecycle`]).
+#[derive(Debug, Clone)]
+pub struct Shutdown {
+    /// True from the shutdown signal on: HTTP/1 answers say
+    /// `Connection: close` (the client reconnects, through the Service, to
+    /// a replica that is not going away), HTTP/2 connections get a GOAWAY.
+    pub terminating: watch::Receiver<bool>,
+    /// True once the drain begins: open requests finish, idle connections close.
+    pub stop: watch::Receiver<bool>,
+}
+
 /// Serves `io` until the client closes, a timeout expires, or — after
-/// `stop` — the open requests are answered.
+/// `shutdown.stop` — the open requests are answered.
 pub async fn serve<I>(
     io: I,
     accepted: Accepted,
     app: Router,
     builder: &auto::Builder<TokioExecutor>,
     timeouts: Timeouts,
-    mut stop: watch::Receiver<bool>,
+    shutdown: Shutdown,
     metrics: &Metrics,
 ) where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
@@ -254,16 +274,28 @@ pub async fn serve<I>(
         inner: io,
         activity: activity.clone(),
     });
+    let Shutdown {
+        mut terminating,
+        mut stop,
+    } = shutdown;
     let service = {
         let activity = activity.clone();
+        let terminating = terminating.clone();
         hyper::service::service_fn(move |mut req: Request<Incoming>| {
-            let in_flight = activity.begin(req.version());
+            let version = req.version();
+            let in_flight = activity.begin(version);
             if let Some(peer) = &peer {
                 req.extensions_mut().insert(peer.clone());
             }
             let app = app.clone();
+            let terminating = terminating.clone();
             async move {
-                let response = app.oneshot(req).await?;
+                let mut response = app.oneshot(req).await?;
+                if *terminating.borrow() && version < Version::HTTP_2 {
+                    response
+                        .headers_mut()
+                        .insert(CONNECTION, HeaderValue::from_static("close"));
+                }
                 // The request ends when hyper is done with the body.
                 Ok::<_, Infallible>(response.map(|body| {
                     Body::new(body.map_frame(move |frame| {
@@ -276,10 +308,18 @@ pub async fn serve<I>(
     };
     let conn = builder.serve_connection(io, service);
     tokio::pin!(conn);
+    // A graceful shutdown of the connection was asked for (once is enough).
+    let mut shut = false;
     let mut draining = false;
+    let mut terminated = false;
     // After a graceful close has begun for idleness, how long it may take.
     let mut closing: Option<Instant> = None;
     loop {
+        if terminated && !shut && activity.is_multiplexed() {
+            // HTTP/2: GOAWAY now; streams already open are answered.
+            shut = true;
+            conn.as_mut().graceful_shutdown();
+        }
         let (at, expiry) = match closing {
             Some(at) => (at, Expiry::Idle),
             None => activity.deadline(timeouts),
@@ -298,6 +338,7 @@ pub async fn serve<I>(
                 }
                 if expiry == Expiry::Idle && closing.is_none() {
                     metrics.connection_closed(expiry.reason());
+                    shut = true;
                     conn.as_mut().graceful_shutdown();
                     closing = Some(Instant::now() + timeouts.header_read);
                     continue;
@@ -309,9 +350,13 @@ pub async fn serve<I>(
                 return;
             }
             () = activity.changed.notified() => {}
+            _ = terminating.wait_for(|t| *t), if !terminated => terminated = true,
             _ = stop.wait_for(|s| *s), if !draining => {
                 draining = true;
-                conn.as_mut().graceful_shutdown();
+                if !shut {
+                    shut = true;
+                    conn.as_mut().graceful_shutdown();
+                }
             }
         }
     }

@@ -6,6 +6,12 @@
 //! `Error` and `Connection: close`; a TLS client is closed at once (answering
 //! would cost a handshake, the very work being shed). Either way nobody
 //! waits on an unanswered connection.
+//!
+//! Shutdown comes in two steps (see [`Lifecycle`]): while terminating, new
+//! connections are still accepted and every request answered (HTTP/1
+//! answers carry `Connection: close`, HTTP/2 connections get a GOAWAY), so
+//! clients move to another replica without a refused connection; once
+//! stopping, the listening socket closes and open requests drain.
 
 use std::io;
 use std::net::SocketAddr;
@@ -27,6 +33,7 @@ use crate::metrics::Metrics;
 use crate::ops::access::ClientCert;
 use crate::ops::rate_limit::LogLimiter;
 use crate::ops::tls::Reloadable;
+use crate::state::Lifecycle;
 
 /// Shed connections answered at the same time; beyond, they are closed
 /// without an answer so shedding itself stays bounded.
@@ -104,17 +111,18 @@ impl Listener {
         self.local
     }
 
-    /// Serves `app` until `stop`, then drains: no new connections, open
-    /// requests are answered, idle connections closed; whatever is still
-    /// open after `limits.drain` is closed.
+    /// Serves `app` until `lifecycle` is stopping, then drains: no new
+    /// connections, open requests are answered, idle connections closed;
+    /// whatever is still open after `limits.drain` is closed.
     pub async fn serve(
         self,
         app: Router,
         transport: Transport,
         limits: Limits,
         metrics: Arc<Metrics>,
-        mut stop: watch::Receiver<bool>,
+        lifecycle: &Lifecycle,
     ) {
+        let mut stop = lifecycle.stopping();
         let max = fd_bounded(limits.max_connections);
         let shared = Arc::new(Shared {
             app,
@@ -123,6 +131,7 @@ impl Listener {
             timeouts: limits.timeouts,
             metrics,
             stop: stop.clone(),
+            terminating: lifecycle.terminating(),
             handshake_log: LogLimiter::new(LOG_EVERY),
         });
         let permits = Arc::new(Semaphore::new(max));
@@ -186,6 +195,7 @@ struct Shared {
     timeouts: Timeouts,
     metrics: Arc<Metrics>,
     stop: watch::Receiver<bool>,
+    terminating: watch::Receiver<bool>,
     handshake_log: LogLimiter,
 }
 
@@ -264,7 +274,10 @@ impl Shared {
             self.app.clone(),
             &self.builder,
             self.timeouts,
-            self.stop.clone(),
+            conn::Shutdown {
+                terminating: self.terminating.clone(),
+                stop: self.stop.clone(),
+            },
             &self.metrics,
         )
         .await;

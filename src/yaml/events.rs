@@ -1,15 +1,30 @@
-//! The YAML event stream with positions, straight from libyaml (the parser
-//! serde_yaml_ng uses, so events and positions are the ones it sees).
+//! The YAML event stream with positions, from granit-parser: the parser
+//! serde-saphyr is built on (already in the dependency tree through kube),
+//! written in safe Rust (`forbid(unsafe_code)`) and fuzzed upstream.
 //!
-//! serde_yaml_ng keeps its parser private and reads a whole document before
-//! deserializing it; limits and position lookups need the events one at a
-//! time, so they can stop at the first offending one.
+//! Limits and position lookups need the events one at a time, so they can
+//! stop at the first offending one; serde_yaml_ng keeps its own parser
+//! private and reads a whole document before deserializing it.
 
-use std::ffi::CStr;
-use std::marker::PhantomData;
-use std::mem::MaybeUninit;
+use std::borrow::Cow;
+use std::collections::HashMap;
+
+use granit_parser::{Event as Raw, Marker, Parser, ScanError, Span, StrInput};
 
 use super::Mark;
+
+/// How far the scanner may read ahead while it decides whether a flow
+/// collection is a mapping key. YAML limits simple keys to 1024 characters;
+/// past that the scanner hands out the events it holds, so a nest deeper
+/// than [`super::MAX_DEPTH`] is stopped by the limit walk at its first level
+/// too many, long before the scanner's own nesting limit below.
+const SIMPLE_KEY_LOOKAHEAD: usize = 1024;
+
+/// The scanner's own bound on open flow collections. Higher than the
+/// lookahead can open, so the first level past [`super::MAX_DEPTH`] is
+/// reported by the limit walk with its position, not by the scanner farther
+/// on; it still bounds the scanner's memory whatever the input.
+const FLOW_NESTING_LIMIT: usize = 4 * SIMPLE_KEY_LOOKAHEAD;
 
 /// One parse event, with the parts limits and position lookups need.
 #[derive(Debug, PartialEq, Eq)]
@@ -20,81 +35,91 @@ pub(super) enum Event {
     DocumentEnd,
     /// A scalar, with its anchor.
     Scalar {
-        /// `&name` on the scalar.
-        anchor: Option<Box<[u8]>>,
+        /// `&name` on the scalar: the parser's id of this definition.
+        anchor: Option<usize>,
         /// The scalar's text after unquoting.
         value: Box<[u8]>,
     },
     /// The start of a sequence or a mapping, with its anchor.
     CollectionStart {
-        /// `&name` on the collection.
-        anchor: Option<Box<[u8]>>,
+        /// `&name` on the collection: the parser's id of this definition.
+        anchor: Option<usize>,
         /// A mapping (else a sequence).
         mapping: bool,
     },
     /// The end of the innermost open sequence or mapping.
     CollectionEnd,
-    /// `*name`.
-    Alias(Box<[u8]>),
+    /// `*name`: the definition the parser resolved it to, and the name.
+    Alias {
+        /// The id of the definition (the latest `&name` before it).
+        anchor: usize,
+        /// The name, for messages.
+        name: Box<str>,
+    },
 }
 
 /// The events of one text, in order, each with the position it starts at.
 ///
-/// Ends at the end of the stream or at the first syntax error: the
-/// deserializer reads the same text and reports that error in its own words.
+/// Ends at the end of the stream or at the first syntax error (an alias
+/// naming no anchor included): the deserializer reads the same text and
+/// reports that error in its own words.
 pub(super) struct Events<'text> {
-    /// Boxed because libyaml keeps a pointer to the parser inside it (its
-    /// read handler's data), so the parser must not move once initialized.
     /// `None` once the stream ended or failed.
-    parser: Option<Box<unsafe_libyaml::yaml_parser_t>>,
-    /// libyaml reads the text through a raw pointer.
-    text: PhantomData<&'text str>,
+    parser: Option<Parser<'text, StrInput<'text>>>,
+    /// An event read ahead while looking for a node's anchor.
+    peeked: Option<Result<(Raw<'text>, Span), ScanError>>,
+    /// Anchor names by the parser's id, for the aliases' messages.
+    names: HashMap<usize, Box<str>>,
 }
 
 impl<'text> Events<'text> {
     /// Starts parsing `text`.
     pub(super) fn new(text: &'text str) -> Self {
-        let mut slot = Box::new(MaybeUninit::<unsafe_libyaml::yaml_parser_t>::uninit());
-        // SAFETY: `yaml_parser_initialize` fully initializes the parser it is
-        // given; the text outlives the parser (`'text`) and is not moved.
-        let parser = unsafe {
-            if unsafe_libyaml::yaml_parser_initialize(slot.as_mut_ptr()).fail {
-                // Only fails when it cannot allocate; treated as an empty stream.
-                None
-            } else {
-                unsafe_libyaml::yaml_parser_set_encoding(
-                    slot.as_mut_ptr(),
-                    unsafe_libyaml::YAML_UTF8_ENCODING,
-                );
-                unsafe_libyaml::yaml_parser_set_input_string(
-                    slot.as_mut_ptr(),
-                    text.as_ptr(),
-                    text.len() as u64,
-                );
-                Some(Box::from_raw(
-                    Box::into_raw(slot).cast::<unsafe_libyaml::yaml_parser_t>(),
-                ))
-            }
+        let mut options = granit_parser::options! {
+            simple_key_max_lookahead: SIMPLE_KEY_LOOKAHEAD,
+            flow_nesting_limit: FLOW_NESTING_LIMIT,
+            block_nesting_limit: FLOW_NESTING_LIMIT,
         };
+        options.set_emit_comments(false);
+        // Where an anchored node's `&name` starts: libyaml (and so
+        // serde_yaml_ng) puts a node's position on its first property.
+        options.emit_anchor_events = true;
         Events {
-            parser,
-            text: PhantomData,
+            parser: Some(Parser::with_options(StrInput::new(text), options)),
+            peeked: None,
+            names: HashMap::new(),
         }
     }
 
-    /// Drops the parser: libyaml must not be called again after the end of
-    /// the stream or an error.
-    fn finish(&mut self) {
-        if let Some(mut parser) = self.parser.take() {
-            // SAFETY: the parser was initialized in `new` and is deleted once.
-            unsafe { unsafe_libyaml::yaml_parser_delete(&mut *parser) };
+    fn raw(&mut self) -> Option<Result<(Raw<'text>, Span), ScanError>> {
+        match self.peeked.take() {
+            Some(event) => Some(event),
+            None => self.parser.as_mut()?.next(),
         }
     }
-}
 
-impl Drop for Events<'_> {
-    fn drop(&mut self) {
-        self.finish();
+    /// Where the node of `span` starts: at its tag or its anchor (the
+    /// parser reports the anchor right after the node `id`) if they come
+    /// before its content.
+    fn node_start(&mut self, id: usize, span: &Span) -> Marker {
+        let mut start = span.start;
+        if let Some(tag) = span.tag_start
+            && tag.index() < start.index()
+        {
+            start = tag;
+        }
+        if id != 0 {
+            match self.raw() {
+                Some(Ok((Raw::Anchor(anchor, name), at))) if anchor == id => {
+                    self.names.insert(id, name.into());
+                    if at.start.index() < start.index() {
+                        start = at.start;
+                    }
+                }
+                other => self.peeked = other,
+            }
+        }
+        start
     }
 }
 
@@ -103,105 +128,60 @@ impl Iterator for Events<'_> {
 
     fn next(&mut self) -> Option<(Event, Mark)> {
         loop {
-            let parser = self.parser.as_mut()?;
-            let mut raw = MaybeUninit::<unsafe_libyaml::yaml_event_t>::uninit();
-            // SAFETY: the parser is initialized and alive; on success the event
-            // is initialized, read once here and then deleted.
-            let parsed = unsafe {
-                if unsafe_libyaml::yaml_parser_parse(&mut **parser, raw.as_mut_ptr()).fail {
-                    None
-                } else {
-                    let event = raw.as_mut_ptr();
-                    let converted = convert(&*event);
-                    let start = (*event).start_mark;
-                    unsafe_libyaml::yaml_event_delete(event);
-                    Some((converted, start))
-                }
-            };
-            let Some((converted, start)) = parsed else {
-                self.finish();
+            let Some(Ok((raw, span))) = self.raw() else {
+                // The end of the stream, or a syntax error.
+                self.parser = None;
                 return None;
             };
-            let mark = Mark {
-                line: usize::try_from(start.line).map_or(usize::MAX, |l| l.saturating_add(1)),
-                column: usize::try_from(start.column).map_or(usize::MAX, |c| c.saturating_add(1)),
+            let start = match &raw {
+                Raw::Scalar(_, _, id, _)
+                | Raw::SequenceStart(_, id, _)
+                | Raw::MappingStart(_, id, _) => self.node_start(*id, &span),
+                _ => span.start,
             };
-            match converted {
-                Converted::Event(event) => return Some((event, mark)),
-                Converted::Skip => {}
-                Converted::End => {
-                    self.finish();
+            let mark = Mark {
+                line: start.line(),
+                column: start.col().saturating_add(1),
+            };
+            let anchor = |id: usize| (id != 0).then_some(id);
+            let event = match raw {
+                Raw::DocumentStart(..) => Event::DocumentStart,
+                Raw::DocumentEnd => Event::DocumentEnd,
+                Raw::Scalar(value, _, id, _) => Event::Scalar {
+                    anchor: anchor(id),
+                    value: bytes(value),
+                },
+                Raw::SequenceStart(_, id, _) => Event::CollectionStart {
+                    anchor: anchor(id),
+                    mapping: false,
+                },
+                Raw::MappingStart(_, id, _) => Event::CollectionStart {
+                    anchor: anchor(id),
+                    mapping: true,
+                },
+                Raw::SequenceEnd | Raw::MappingEnd => Event::CollectionEnd,
+                Raw::Alias(id) => Event::Alias {
+                    anchor: id,
+                    name: self.names.get(&id).cloned().unwrap_or_default(),
+                },
+                Raw::StreamEnd => {
+                    self.parser = None;
                     return None;
                 }
-            }
+                // The stream's start, comments, anchor and unresolved-alias
+                // events (not asked for): nothing to report.
+                _ => continue,
+            };
+            return Some((event, mark));
         }
     }
 }
 
-enum Converted {
-    Event(Event),
-    /// The start of the stream: nothing to report.
-    Skip,
-    /// The end of the stream.
-    End,
-}
-
-/// Copies what we need out of a libyaml event.
-///
-/// # Safety
-/// `event` must be an initialized event from `yaml_parser_parse`.
-unsafe fn convert(event: &unsafe_libyaml::yaml_event_t) -> Converted {
-    // SAFETY (for every union read below): `type_` says which member is set;
-    // anchors are NUL-terminated or null, scalar values are `length` bytes.
-    unsafe {
-        let event = match event.type_ {
-            unsafe_libyaml::YAML_STREAM_START_EVENT => return Converted::Skip,
-            unsafe_libyaml::YAML_STREAM_END_EVENT => return Converted::End,
-            unsafe_libyaml::YAML_DOCUMENT_START_EVENT => Event::DocumentStart,
-            unsafe_libyaml::YAML_DOCUMENT_END_EVENT => Event::DocumentEnd,
-            unsafe_libyaml::YAML_ALIAS_EVENT => {
-                Event::Alias(c_string(event.data.alias.anchor).unwrap_or_default())
-            }
-            unsafe_libyaml::YAML_SCALAR_EVENT => {
-                let scalar = event.data.scalar;
-                let value = if scalar.value.is_null() {
-                    Box::default()
-                } else {
-                    let len = usize::try_from(scalar.length).unwrap_or(0);
-                    Box::from(std::slice::from_raw_parts(scalar.value, len))
-                };
-                Event::Scalar {
-                    anchor: c_string(scalar.anchor),
-                    value,
-                }
-            }
-            unsafe_libyaml::YAML_SEQUENCE_START_EVENT => Event::CollectionStart {
-                anchor: c_string(event.data.sequence_start.anchor),
-                mapping: false,
-            },
-            unsafe_libyaml::YAML_MAPPING_START_EVENT => Event::CollectionStart {
-                anchor: c_string(event.data.mapping_start.anchor),
-                mapping: true,
-            },
-            unsafe_libyaml::YAML_SEQUENCE_END_EVENT | unsafe_libyaml::YAML_MAPPING_END_EVENT => {
-                Event::CollectionEnd
-            }
-            // YAML_NO_EVENT is never returned on success.
-            _ => return Converted::Skip,
-        };
-        Converted::Event(event)
+fn bytes(value: Cow<'_, str>) -> Box<[u8]> {
+    match value {
+        Cow::Borrowed(s) => Box::from(s.as_bytes()),
+        Cow::Owned(s) => s.into_bytes().into_boxed_slice(),
     }
-}
-
-/// # Safety
-/// `ptr` must be null or point to a NUL-terminated string.
-unsafe fn c_string(ptr: *const u8) -> Option<Box<[u8]>> {
-    if ptr.is_null() {
-        return None;
-    }
-    // SAFETY: non-null and NUL-terminated, per the contract.
-    let s = unsafe { CStr::from_ptr(ptr.cast()) };
-    Some(Box::from(s.to_bytes()))
 }
 
 #[cfg(test)]
@@ -221,40 +201,98 @@ mod tests {
             anchor: None,
             value: v.as_bytes().into(),
         };
+        let starts: Vec<_> = got
+            .iter()
+            .filter(|(e, _)| !matches!(e, Event::CollectionEnd | Event::DocumentEnd))
+            .collect();
+        let Some((
+            Event::CollectionStart {
+                anchor: Some(x), ..
+            },
+            _,
+        )) = starts.get(3)
+        else {
+            panic!("no anchored sequence: {got:?}");
+        };
         assert_eq!(
-            got,
+            starts,
             vec![
-                (Event::DocumentStart, (1, 1)),
-                (
+                &(Event::DocumentStart, (1, 1)),
+                &(
                     Event::CollectionStart {
                         anchor: None,
                         mapping: true
                     },
                     (1, 1)
                 ),
-                (scalar("a"), (1, 1)),
-                (
+                &(scalar("a"), (1, 1)),
+                &(
                     Event::CollectionStart {
-                        anchor: Some(b"x".as_slice().into()),
+                        anchor: Some(*x),
                         mapping: false
                     },
                     (1, 4)
                 ),
-                (scalar("1"), (1, 8)),
-                (Event::CollectionEnd, (1, 9)),
-                (scalar("b"), (2, 1)),
-                (Event::Alias(b"x".as_slice().into()), (2, 4)),
-                (Event::CollectionEnd, (3, 1)),
-                (Event::DocumentEnd, (3, 1)),
+                &(scalar("1"), (1, 8)),
+                &(scalar("b"), (2, 1)),
+                &(
+                    Event::Alias {
+                        anchor: *x,
+                        name: "x".into()
+                    },
+                    (2, 4)
+                ),
             ]
         );
+        let ends = got
+            .iter()
+            .filter(|(e, _)| *e == Event::CollectionEnd)
+            .count();
+        assert_eq!(ends, 2);
+        assert_eq!(got.last().map(|(e, _)| e), Some(&Event::DocumentEnd));
     }
 
     #[test]
     fn stops_at_a_syntax_error() {
         let got = events("a: b: c\n");
-        // Document, mapping, `a`, `b`; the second `:` is the error and ends the stream.
-        assert_eq!(got.len(), 4, "{got:?}");
+        assert!(
+            got.len() <= 4 && !got.iter().any(|(e, _)| *e == Event::DocumentEnd),
+            "{got:?}"
+        );
         assert_eq!(events("").len(), 0);
+        assert!(
+            events("a: *nowhere\n")
+                .iter()
+                .all(|(e, _)| !matches!(e, Event::Alias { .. })),
+            "an alias naming no anchor ends the stream"
+        );
+    }
+
+    #[test]
+    fn a_deep_flow_nest_hands_out_events_before_the_scanner_gives_up() {
+        let depth = 100_000;
+        let text = format!("a: {}{}\n", "[".repeat(depth), "]".repeat(depth));
+        let opened = Events::new(&text)
+            .take_while(|(e, _)| {
+                matches!(
+                    e,
+                    Event::DocumentStart | Event::CollectionStart { .. } | Event::Scalar { .. }
+                )
+            })
+            .take(100)
+            .count();
+        assert_eq!(opened, 100, "events come before the whole nest is scanned");
+    }
+
+    #[test]
+    fn names_of_aliases_with_multibyte_text_before_them() {
+        let got = events("ä: &ñame 1\nb: *ñame\n");
+        assert!(
+            got.iter().any(
+                |(e, m)| matches!(e, Event::Alias { name, .. } if &**name == "ñame")
+                    && *m == (2, 4)
+            ),
+            "{got:?}"
+        );
     }
 }

@@ -28,7 +28,7 @@ pub fn locate(text: &str, document: usize, path: &[Segment]) -> Option<Mark> {
                     return found;
                 }
             }
-            Event::Scalar { .. } | Event::Alias(_) | Event::CollectionStart { .. } => {
+            Event::Scalar { .. } | Event::Alias { .. } | Event::CollectionStart { .. } => {
                 let depth = open.len();
                 let on_path = match open.last_mut() {
                     None => true,

@@ -168,6 +168,59 @@ async fn extender_summary_is_the_failed_scheduling_text() -> anyhow::Result<()> 
     .await?;
     let one_shot: Value = serde_json::from_str(&one_shot)?;
     assert_eq!(one_shot["summary"], explained["summary"], "one-shot cache");
+
+    // As a kubectl plugin: `kubectl placer explain` runs `kubectl-placer` with kubectl's
+    // environment; the kubeconfig's current context, a bare name with -n, and the policy from the
+    // ConfigMap the running placer reads (no policy file where it runs).
+    let policy_text = std::fs::read_to_string(&policy)?;
+    let map: k8s_openapi::api::core::v1::ConfigMap = serde_json::from_value(json!({
+        "metadata": { "name": "placer-policy" },
+        "data": { "policy.yaml": policy_text },
+    }))?;
+    kube::Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(
+        env.client().clone(),
+        env.namespace(),
+    )
+    .create(&Default::default(), &map)
+    .await?;
+    let plugin = env.dir().join("bin").join("kubectl-placer");
+    std::fs::create_dir_all(env.dir().join("bin"))?;
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_placer"), &plugin)?;
+    let configmap = format!("{}/placer-policy", env.namespace());
+    let run = |args: Vec<String>| {
+        let (plugin, dir, kubeconfig) = (plugin.clone(), env.dir().to_owned(), kubeconfig.clone());
+        tokio::task::spawn_blocking(move || {
+            std::process::Command::new(plugin)
+                .args(args)
+                .current_dir(dir)
+                .env("KUBECONFIG", kubeconfig)
+                .output()
+        })
+    };
+    let usage = run(vec!["--help".into()]).await??;
+    let usage = String::from_utf8_lossy(&usage.stdout);
+    assert!(usage.contains("Usage: kubectl placer"), "{usage}");
+    let out = run(vec![
+        "explain".into(),
+        "blocked".into(),
+        "-n".into(),
+        env.namespace().into(),
+        "--policy-configmap".into(),
+        configmap,
+        "--format".into(),
+        "json".into(),
+    ])
+    .await??;
+    anyhow::ensure!(
+        out.status.success(),
+        "kubectl-placer: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let plugin_answer: Value = serde_json::from_slice(&out.stdout)?;
+    assert_eq!(
+        plugin_answer["summary"], explained["summary"],
+        "kubectl placer explain"
+    );
     Ok(())
 }
 
@@ -244,11 +297,12 @@ async fn standalone_summary_and_last_attempt_are_the_failed_scheduling_text() ->
         .await?;
     let explained = summary_matches_event(&env, &placer, "blocked").await?;
     assert_eq!(explained["deployment"], "standalone");
-    // The pending pod came through the scheduler's own watch of unassigned pods: a second
-    // watch (kind `pendingpod`) would have the API server send every pending pod twice.
+    // The pending pod came through the scheduler's own watch of unassigned pods (kind
+    // `unassignedpod`): a second watch (kind `pendingpod`) would have the API server send every
+    // pending pod twice.
     let metrics = placer.metrics().await?;
     assert!(
-        metrics.contains(r#"kind="pod""#) && !metrics.contains(r#"kind="pendingpod""#),
+        metrics.contains(r#"kind="unassignedpod""#) && !metrics.contains(r#"kind="pendingpod""#),
         "one watch of unassigned pods in standalone mode:\n{}",
         metrics
             .lines()

@@ -87,7 +87,11 @@ fn version_prints_name_and_version() {
     assert!(out.status.success(), "{out:?}");
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
-        format!("placer {}\n", env!("CARGO_PKG_VERSION"))
+        format!(
+            "placer {} ({})\n",
+            env!("CARGO_PKG_VERSION"),
+            crate::support::built_commit()
+        )
     );
 }
 

@@ -179,19 +179,38 @@ fn metrics_count_requests_by_verb_and_outcome() {
         value(
             &text,
             &format!(
-                r#"placer_build_info{{version="{}"}}"#,
-                env!("CARGO_PKG_VERSION")
+                r#"placer_build_info{{version="{}",revision="{}"}}"#,
+                env!("CARGO_PKG_VERSION"),
+                crate::support::built_commit()
             )
         ),
         1.0
     );
-    assert_eq!(value(&text, r#"placer_build_info{version="0.1.0"}"#), 1.0);
 
-    // Every metric is placer_-prefixed and every timing histogram is in seconds.
+    // The process_* families of every Go component (client_golang's names).
+    for family in [
+        "process_cpu_seconds counter",
+        "process_resident_memory_bytes gauge",
+        "process_virtual_memory_bytes gauge",
+        "process_open_fds gauge",
+        "process_max_fds gauge",
+        "process_threads gauge",
+        "process_start_time_seconds gauge",
+    ] {
+        assert!(text.contains(&format!("# TYPE {family}\n")), "{family}");
+    }
+    assert!(value(&text, "process_cpu_seconds_total") >= 0.0);
+    assert!(value(&text, "process_resident_memory_bytes") > 1e6);
+    assert!(value(&text, "process_open_fds") >= 3.0);
+
+    // Every other metric is placer_-prefixed and every timing histogram is in seconds.
     for line in text.lines().filter(|l| l.starts_with("# TYPE ")) {
         let mut parts = line.split(' ').skip(2);
         let (name, kind) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-        assert!(name.starts_with("placer_"), "{line}");
+        assert!(
+            name.starts_with("placer_") || name.starts_with("process_"),
+            "{line}"
+        );
         if kind == "histogram" && (name.contains("duration") || name.contains("latency")) {
             assert!(
                 name.ends_with("_seconds"),
@@ -200,7 +219,10 @@ fn metrics_count_requests_by_verb_and_outcome() {
         }
     }
     for line in text.lines().filter(|l| !l.starts_with('#')) {
-        assert!(line.starts_with("placer_"), "{line}");
+        assert!(
+            line.starts_with("placer_") || line.starts_with("process_"),
+            "{line}"
+        );
     }
 
     // /metrics itself is not counted as a verb.

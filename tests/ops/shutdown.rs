@@ -1,6 +1,8 @@
-//! Graceful shutdown (design §9): on SIGTERM placer stops accepting, finishes
-//! the request in flight, closes idle keep-alive connections (kube-scheduler
-//! keeps one open), exits 0 within a few seconds and logs "placer stopped".
+//! Graceful shutdown (design §9): on SIGTERM placer drops readiness at once and
+//! keeps answering for `--shutdown-delay-seconds` (HTTP/1 answers then say
+//! `Connection: close`), then stops accepting, finishes the request in
+//! flight, closes idle keep-alive connections (kube-scheduler keeps one
+//! open), exits 0 within a few seconds and logs "placer stopped".
 
 use std::path::Path;
 use std::time::Duration;
@@ -58,8 +60,78 @@ fn shuts_down_gracefully(mut server: Server) {
     assert!(idle.is_closed(), "the idle connection was left open");
 }
 
+/// The drain tests start it right away: no shutdown delay.
 fn policy(dir: &Path) -> Vec<std::ffi::OsString> {
-    policy_args(&copy_policy(dir))
+    let mut args = policy_args(&copy_policy(dir));
+    args.extend(["--shutdown-delay-seconds".into(), "0".into()]);
+    args
+}
+
+/// What a kube-scheduler behind a Service sees during a rollout: after
+/// SIGTERM, `/readyz` turns 503 at once (the endpoint goes away), while
+/// requests on the open keep-alive connection and on new connections (the
+/// Service may still route some here) are answered for the delay, each
+/// HTTP/1 answer telling the client to close; only after the delay are new
+/// connections refused. Without the delay, the first connection after
+/// SIGTERM is refused and kube-scheduler's call fails.
+#[test]
+fn sigterm_drops_readiness_and_keeps_answering_for_the_shutdown_delay() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut args = policy_args(&copy_policy(dir.path()));
+    args.extend(["--shutdown-delay-seconds".into(), "6".into()]);
+    let mut server = Server::start(dir.path(), &args, Client::Plain);
+    let (addr, client) = (server.addr, server.client.clone());
+    let body = api_pod_args(FILTER_NODES);
+
+    let mut kept = client.connect(addr).expect("connect");
+    let reply = kept
+        .request("POST", "/filter", &body, true)
+        .expect("filter");
+    assert_eq!((reply.status, reply.header("connection")), (200, None));
+
+    let signalled = std::time::Instant::now();
+    server.terminate();
+    eventually("/readyz turns 503", EXIT_WITHIN, || {
+        let reply = client.get(addr, "/readyz").ok()?;
+        (reply.status == 503).then_some(reply)
+    });
+    // The open connection is answered, and told to close.
+    let reply = kept
+        .request("POST", "/filter", &body, true)
+        .expect("filter");
+    assert_eq!((reply.status, reply.body.as_str()), (200, FILTER_ANSWER));
+    assert_eq!(reply.header("connection").as_deref(), Some("close"));
+    assert!(
+        kept.is_closed(),
+        "the connection stayed open after Connection: close"
+    );
+    // So is a new one, while the delay lasts.
+    let reply = client
+        .post(addr, "/filter", &body)
+        .expect("a new connection during the delay");
+    assert_eq!((reply.status, reply.body.as_str()), (200, FILTER_ANSWER));
+    assert!(
+        signalled.elapsed() < Duration::from_secs(6),
+        "the checks above took longer than the delay; the machine is too slow for this test"
+    );
+    assert_eq!(client.get(addr, "/healthz").expect("healthz").status, 200);
+
+    eventually("new connections are refused", EXIT_WITHIN, || {
+        client.get(addr, "/healthz").is_err().then_some(())
+    });
+    assert!(
+        signalled.elapsed() >= Duration::from_secs(6),
+        "refused before the delay was over"
+    );
+    let status = server
+        .wait_exit(EXIT_WITHIN)
+        .unwrap_or_else(|| panic!("placer still running {EXIT_WITHIN:?} after the delay"));
+    assert!(status.success(), "exit status {status}");
+    let log = server.log_text();
+    assert!(
+        log.contains("still answering requests until the delay"),
+        "{log}"
+    );
 }
 
 #[test]

@@ -10,9 +10,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
-use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch as signal};
 use tracing::{debug, info, warn};
@@ -27,6 +25,7 @@ use super::sample::{NodeSearch, Search};
 use super::view::{CycleView, slot_selector_labels};
 use crate::cache::Cache;
 use crate::cache::events::Observed;
+use crate::cache::watch_stream::{self, Step};
 use crate::explain::Diagnoses;
 use crate::explain::pending::PendingFeed;
 use crate::framework::{
@@ -123,9 +122,17 @@ impl Standalone {
         self
     }
 
-    /// Runs until `stop` turns true, then waits for binds in flight.
-    /// With `leadership`, schedules only while holding the Lease.
-    pub async fn run(self, mut leadership: Option<Leadership>, mut stop: signal::Receiver<bool>) {
+    /// Runs until `stop` turns true (the shutdown signal), then waits for
+    /// the binds in flight (at most `release_after`), gives the Lease up, so
+    /// another replica takes over at once, and waits for the events and
+    /// reports still being sent. With `leadership`, schedules only while
+    /// holding the Lease.
+    pub async fn run(
+        self,
+        mut leadership: Option<Leadership>,
+        mut stop: signal::Receiver<bool>,
+        release_after: Duration,
+    ) {
         let this = Arc::new(self);
         tokio::spawn(watch_unscheduled(
             this.client.clone(),
@@ -143,12 +150,17 @@ impl Standalone {
         if wait_for_cache_sync(&this.state.cache, &mut stop).await {
             Self::schedule_until_stopped(&this, &mut leadership, &mut stop).await;
         }
-        info!("scheduling loop stopping; waiting for binds and reports in flight");
-        let _ = this.tasks.acquire_many(MAX_TASKS).await;
+        info!("scheduling loop stopping; waiting for binds in flight");
+        let binds = this.binds.acquire_many(MAX_BINDS_IN_FLIGHT as u32);
+        if tokio::time::timeout(release_after, binds).await.is_err() {
+            warn!(waited = ?release_after, "binds still in flight; releasing the Lease anyway (a second bind of the same pod fails on the API server)");
+        }
         this.state.metrics.leader.set(0);
         if let Some(l) = leadership {
             l.release().await;
         }
+        let _ = this.tasks.acquire_many(MAX_TASKS).await;
+        info!("scheduling loop stopped");
     }
 
     /// Pops and schedules pods while leading, until `stop` turns true or
@@ -438,7 +450,9 @@ async fn wait_for_cache_sync(cache: &Cache, stop: &mut signal::Receiver<bool>) -
 /// or bound (they leave the `spec.nodeName=` selector) leave it, including
 /// those that left while the watch was down (a relist drops every queued pod
 /// it no longer lists). Every pod it sees, of any scheduler, also goes to
-/// `pending` when set.
+/// `pending` when set. The watch runs on the cache's list-and-watch loop
+/// (short capped backoff, health as kind `unassignedpod` in `placer_watch_*`
+/// and `/readyz`), as the cache's own watches do.
 async fn watch_unscheduled(
     client: Client,
     state: AppState,
@@ -446,39 +460,30 @@ async fn watch_unscheduled(
     pending: Option<PendingFeed>,
 ) {
     let api: Api<Pod> = Api::all(client);
-    let stream = watcher(api, watcher::Config::default().fields(UNASSIGNED_PODS)).default_backoff();
-    futures::pin_mut!(stream);
-    let mut relisted: HashSet<String> = HashSet::new();
-    let mut listed: Vec<PodInfo> = Vec::new();
-    while let Some(event) = stream.next().await {
-        match event {
-            Ok(watcher::Event::Apply(p)) => {
-                let pod = offer(&state, &queue, &p);
-                if let Some(feed) = &pending {
-                    feed.applied(pod);
+    // Its own kind, not the `pendingpod` of /explain's watch in extender mode: the metrics
+    // then show that only one of the two runs.
+    let health = state.cache.watches().kind("unassignedpod");
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<(std::time::Instant, Step<Pod>)>(1024);
+    tokio::spawn(watch_stream::run(
+        api,
+        Some(UNASSIGNED_PODS.to_owned()),
+        health,
+        tx,
+    ));
+    while let Some((_, step)) = rx.recv().await {
+        match step {
+            Step::Listed(all) => {
+                let mut relisted = HashSet::with_capacity(all.len());
+                let mut listed = Vec::new();
+                for p in &all {
+                    let pod = offer(&state, &queue, p);
+                    relisted.insert(pod.key());
+                    if pending.is_some() {
+                        listed.push(pod);
+                    }
                 }
-            }
-            Ok(watcher::Event::InitApply(p)) => {
-                let pod = offer(&state, &queue, &p);
-                relisted.insert(pod.key());
-                if pending.is_some() {
-                    listed.push(pod);
-                }
-            }
-            Ok(watcher::Event::Delete(p)) => {
-                let pod = PodInfo::from(&p);
-                queue.delete(&pod.namespace, &pod.name);
                 if let Some(feed) = &pending {
-                    feed.deleted(&pod.namespace, &pod.name);
-                }
-            }
-            Ok(watcher::Event::Init) => {
-                relisted.clear();
-                listed.clear();
-            }
-            Ok(watcher::Event::InitDone) => {
-                if let Some(feed) = &pending {
-                    feed.listed(std::mem::take(&mut listed));
+                    feed.listed(listed);
                 }
                 let dropped = queue.retain_only(&relisted);
                 if dropped > 0 {
@@ -487,9 +492,20 @@ async fn watch_unscheduled(
                         "relist: dropped queued pods that were deleted or bound meanwhile"
                     );
                 }
-                relisted.clear();
             }
-            Err(e) => warn!(error = %e, "unscheduled-pod watch failed; retrying with backoff"),
+            Step::Applied(p) => {
+                let pod = offer(&state, &queue, &p);
+                if let Some(feed) = &pending {
+                    feed.applied(pod);
+                }
+            }
+            Step::Deleted(p) => {
+                let pod = PodInfo::from(&p);
+                queue.delete(&pod.namespace, &pod.name);
+                if let Some(feed) = &pending {
+                    feed.deleted(&pod.namespace, &pod.name);
+                }
+            }
         }
     }
 }

@@ -76,7 +76,7 @@ async fn no_pod_is_attempted_before_the_cache_has_listed_nodes_and_pods() {
     let state = AppState::new(policy, cache.clone());
     let standalone = Standalone::new(api_server(seen.clone()), state, "test");
     let (stop_tx, stop_rx) = watch::channel(false);
-    let run = tokio::spawn(standalone.run(None, stop_rx));
+    let run = tokio::spawn(standalone.run(None, stop_rx, Duration::from_secs(10)));
 
     // The pending pod is listed at once; nothing is bound while the cache
     // is not synced.
@@ -120,7 +120,7 @@ async fn a_stop_while_waiting_for_the_cache_ends_the_loop() {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let standalone = Standalone::new(api_server(seen.clone()), state, "test");
     let (stop_tx, stop_rx) = watch::channel(false);
-    let run = tokio::spawn(standalone.run(None, stop_rx));
+    let run = tokio::spawn(standalone.run(None, stop_rx, Duration::from_secs(10)));
     tokio::time::sleep(Duration::from_millis(100)).await;
     stop_tx.send(true).unwrap();
     tokio::time::timeout(Duration::from_secs(10), run)

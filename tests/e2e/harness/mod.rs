@@ -15,6 +15,8 @@
 //!   plugins; when and where each pod of a namespace got bound; `bound_once`: every pod bound
 //!   exactly once according to the scheduler's log and events;
 //! - `kwok`: fake nodes whose kubelet kwok plays (Ready, leases, pods Running, deletions done);
+//! - `service`: a Service in front of placer replicas (readiness probes, endpoint propagation,
+//!   kube-proxy's routing of new connections), for rollouts;
 //! - `procstat` and `prom`: CPU seconds and RSS from `/proc`, histograms from `/metrics`;
 //! - `standalone`: placer as the only scheduler: the shipped standalone profile under the test's
 //!   scheduler name, events and FitError texts, the leader-election Lease, restricted identities.
@@ -44,6 +46,7 @@ pub mod procstat;
 pub mod prom;
 mod scenario;
 mod scheduler;
+pub mod service;
 mod standalone;
 mod wait;
 mod workdir;

@@ -155,9 +155,17 @@ impl Placer {
             PathBuf::from,
         );
         let mut cmd = Command::new(binary);
-        cmd.arg("serve")
-            .arg(format!("--mode={}", self.mode))
-            .args(&self.extra_args)
+        cmd.arg("serve").arg(format!("--mode={}", self.mode));
+        // Tests stop placer often and nothing routes to it through a Service: no shutdown delay
+        // unless the test asks for one.
+        if !self
+            .extra_args
+            .iter()
+            .any(|a| a.starts_with("--shutdown-delay-seconds"))
+        {
+            cmd.arg("--shutdown-delay-seconds=0");
+        }
+        cmd.args(&self.extra_args)
             .arg(format!("--policy={}", self.policy.display()))
             .arg(format!("--listen=127.0.0.1:{}", self.port))
             .arg(format!("--kubeconfig={}", self.kubeconfig.display()))
@@ -186,6 +194,35 @@ impl Placer {
     pub fn kill(&mut self) {
         if let Some(process) = self.process.take() {
             process.kill();
+        }
+    }
+
+    /// Sends SIGTERM and returns at once, as the kubelet does when the pod is deleted; see
+    /// [`Placer::wait_exit`].
+    pub fn terminate(&self) {
+        if let Some(process) = &self.process {
+            process.signal(libc::SIGTERM);
+        }
+    }
+
+    /// Waits up to `timeout` for placer to exit on its own (after [`Placer::terminate`]); its
+    /// exit status, reaped. Fails if it still runs.
+    pub async fn wait_exit(
+        &mut self,
+        timeout: Duration,
+    ) -> anyhow::Result<std::process::ExitStatus> {
+        let process = self.process.as_ref().context("placer is not running")?;
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            if let Some(status) = process.exit_status() {
+                self.process = None;
+                return Ok(status);
+            }
+            ensure!(
+                std::time::Instant::now() < deadline,
+                "placer still running {timeout:?} after SIGTERM"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
 

@@ -146,6 +146,17 @@ impl ChildProcess {
         let _ = append_line(&self.log, &format!("==> {} stopped: {status:?}", self.name));
     }
 
+    /// Sends `signal` (a `libc::SIG*` number) if the process still runs; returns at once.
+    pub fn signal(&self, signal: libc::c_int) {
+        let mut guard = self.lock();
+        if let Some(child) = guard.as_mut()
+            && matches!(child.try_wait(), Ok(None))
+        {
+            // SAFETY: signalling our own, not yet reaped child (its pid cannot have been reused).
+            unsafe { libc::kill(self.pid_t(), signal) };
+        }
+    }
+
     /// SIGKILLs immediately (a crash, as seen from outside) and reaps. Idempotent.
     pub fn kill(&self) {
         self.stop(Duration::ZERO);

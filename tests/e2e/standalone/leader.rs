@@ -2,24 +2,27 @@
 //! without binding a pod twice.
 
 use super::*;
+use crate::harness::http_get;
 
-/// `--leader-elect` flags for a Lease `name` in the test's namespace.
+/// `--leader-elect` flags (kube-scheduler's names) for a Lease `name` in the test's namespace.
 fn leader_args(env: &TestEnv, lease: &str) -> Vec<String> {
     vec![
         "--leader-elect".into(),
-        format!("--leader-elect-namespace={}", env.namespace()),
-        format!("--leader-elect-lease={lease}"),
+        format!("--leader-elect-resource-namespace={}", env.namespace()),
+        format!("--leader-elect-resource-name={lease}"),
     ]
 }
 
 /// Starts two replicas `placer-a` and `placer-b` electing through `lease`, with the identity
-/// of `kubeconfig`.
+/// of `kubeconfig` and `extra` arguments.
 async fn two_replicas(
     env: &TestEnv,
     lease: &str,
     kubeconfig: &Path,
+    extra: &[&str],
 ) -> anyhow::Result<[Placer; 2]> {
-    let args = leader_args(env, lease);
+    let mut args = leader_args(env, lease);
+    args.extend(extra.iter().map(|a| (*a).to_owned()));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let a = env
         .start_standalone_as("placer-a", &args, kubeconfig)
@@ -135,7 +138,7 @@ async fn leader_failover_after_kill() -> anyhow::Result<()> {
         .create_nodes([env.node("n1"), env.node("n2"), env.node("n3")])
         .await?;
     let lease = "placer-e2e";
-    let mut replicas = two_replicas(&env, lease, env.cluster().kubeconfig()).await?;
+    let mut replicas = two_replicas(&env, lease, env.cluster().kubeconfig(), &[]).await?;
     let leader = wait_leader(&env, lease, &[&replicas[0], &replicas[1]]).await?;
     let follower = 1 - leader;
     let follower_id = identity(&replicas[follower]);
@@ -192,11 +195,12 @@ async fn leader_failover_after_kill() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// SIGTERM to the leader: it stops scheduling, releases the Lease and exits; the Lease is then
-/// free (or already held by the other replica), and the other replica takes over within a retry
-/// period, far sooner than the 15 s a crash costs, and schedules. Both replicas run with the
-/// shipped RBAC rules only (the scheduler's ClusterRole and the leader-election Role's rules,
-/// the latter granted cluster-wide here), so those rules are enough for all of it.
+/// SIGTERM to the leader: it stops scheduling and releases the Lease at once, at the start of its
+/// shutdown delay (5 s here, the shipped default), while it still answers HTTP; the other replica,
+/// which watches the Lease, takes over within 2 s of the signal and schedules. Both replicas run
+/// with the shipped RBAC rules only (the scheduler's ClusterRole and the leader-election Role's
+/// rules, which name the one Lease, granted cluster-wide here), so those rules are enough for
+/// all of it, the Lease watch included.
 #[tokio::test]
 async fn leader_releases_lease_on_sigterm() -> anyhow::Result<()> {
     let env = TestEnv::new("sa-leader-term").await?;
@@ -207,9 +211,18 @@ async fn leader_releases_lease_on_sigterm() -> anyhow::Result<()> {
         .as_array_mut()
         .expect("rules are a list")
         .extend(election.as_array().into_iter().flatten().cloned());
+    // The Lease name the shipped Role allows.
+    let lease = election
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find_map(|rule| rule["resourceNames"][0].as_str())
+        .context("the shipped leader-election Role names no Lease")?
+        .to_owned();
+    let lease = lease.as_str();
     let kubeconfig = env.restricted_kubeconfig("placer", rules).await?;
-    let lease = "placer-e2e";
-    let mut replicas = two_replicas(&env, lease, &kubeconfig).await?;
+    let mut replicas =
+        two_replicas(&env, lease, &kubeconfig, &["--shutdown-delay-seconds=5"]).await?;
     let leader = wait_leader(&env, lease, &[&replicas[0], &replicas[1]]).await?;
     let follower = 1 - leader;
     let (leader_id, follower_id) = (identity(&replicas[leader]), identity(&replicas[follower]));
@@ -218,29 +231,103 @@ async fn leader_releases_lease_on_sigterm() -> anyhow::Result<()> {
     env.create_pod(&env.pod("before")).await?;
     assert!(nodes.contains(&env.wait_pod_bound("before").await?));
 
-    let terminated = Instant::now();
-    replicas[leader].stop();
-    let exited = terminated.elapsed();
-    eprintln!("leader exited {exited:?} after SIGTERM");
+    replicas[leader].terminate();
+    let takeover = wait_holder(&env, lease, &follower_id).await?;
+    eprintln!("takeover after SIGTERM of the leader: {takeover:?}");
+    assert!(
+        takeover <= Duration::from_secs(2),
+        "takeover took {takeover:?}"
+    );
+    let (status, _) = http_get(replicas[leader].port(), "/readyz").await?;
+    assert_eq!(status, 503, "the old leader is unready during its delay");
+    env.create_pod(&env.pod("after")).await?;
+    let node = env.wait_pod_bound("after").await?;
+    assert!(nodes.contains(&node));
+
+    let status = replicas[leader].wait_exit(Duration::from_secs(30)).await?;
+    assert!(status.success(), "the old leader exited with {status}");
     let released = lines_with(&log, &["released the scheduling Lease"])?;
     assert_eq!(released.len(), 1, "the leader did not log the release");
     assert!(
         !lines_with(&log, &["placer stopped"])?.is_empty(),
-        "the leader did not stop by itself within the grace period"
+        "the leader did not stop by itself"
     );
-    let holder = env.lease_holder(lease).await?;
-    eprintln!("Lease holder right after the leader exited: {holder:?}");
-    assert_ne!(holder.as_deref(), Some(leader_id.as_str()));
-
-    let takeover = wait_holder(&env, lease, &follower_id).await?;
-    let takeover = takeover + exited;
-    eprintln!("takeover after SIGTERM of the leader: {takeover:?}");
-    assert!(
-        takeover <= RETRY_PERIOD + Duration::from_secs(2),
-        "takeover took {takeover:?}"
+    assert_ne!(
+        env.lease_holder(lease).await?.as_deref(),
+        Some(leader_id.as_str())
     );
-    env.create_pod(&env.pod("after")).await?;
-    let node = env.wait_pod_bound("after").await?;
-    assert!(nodes.contains(&node));
     assert_scheduled_event(&env, &replicas[follower], "after", &node).await
+}
+
+/// A leader whose API server goes away can renew nothing: it stops scheduling at the renew
+/// deadline, and its `/healthz` fails once the deadline plus kube-scheduler's 20 s tolerance has
+/// passed without a renewal (so the kubelet's liveness probe restarts it, as kube-scheduler's
+/// watchdog does), naming the Lease. Once the API server is back the replica renews and
+/// `/healthz` recovers. Short timings (3 s lease, 2 s deadline, 0.5 s retry) keep it quick.
+#[tokio::test]
+async fn a_leader_that_cannot_renew_fails_healthz_after_the_deadline() -> anyhow::Result<()> {
+    let env = TestEnv::with_own_control_plane("sa-leader-healthz").await?;
+    let lease = "placer-healthz";
+    let mut args = leader_args(&env, lease);
+    args.extend([
+        "--leader-elect-lease-duration=3s".to_owned(),
+        "--leader-elect-renew-deadline=2s".to_owned(),
+        "--leader-elect-retry-period=500ms".to_owned(),
+    ]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let placer = env
+        .start_standalone_as("placer", &args, env.cluster().kubeconfig())
+        .await?;
+    let me = identity(&placer);
+    wait_holder(&env, lease, &me).await?;
+    assert_eq!(http_get(placer.port(), "/healthz").await?.0, 200);
+
+    env.cluster().kill_apiserver();
+    let down = Instant::now();
+    let (status, body) = env
+        .poll_every(
+            "/healthz to fail",
+            Duration::from_secs(60),
+            Duration::from_millis(250),
+            || async {
+                let (status, body) = http_get(placer.port(), "/healthz").await?;
+                Ok(if status == 200 {
+                    ControlFlow::Continue(body)
+                } else {
+                    ControlFlow::Break((status, body))
+                })
+            },
+        )
+        .await?;
+    let after = down.elapsed();
+    eprintln!("/healthz failed {after:?} after the API server went away: {status} {body}");
+    assert_eq!(status, 500);
+    assert!(
+        body.contains(&format!("Lease {}/{lease} last renewed", env.namespace())),
+        "{body}"
+    );
+    // The last renewal was at most one retry period before the outage.
+    assert!(
+        after >= Duration::from_millis(21_500),
+        "failed too early: {after:?}"
+    );
+    assert_eq!(placer.metric("placer_leader").await?, Some(0.0));
+
+    env.cluster().start_apiserver().await?;
+    env.poll_every(
+        "/healthz to recover",
+        Duration::from_secs(60),
+        Duration::from_millis(250),
+        || async {
+            let (status, body) = http_get(placer.port(), "/healthz").await?;
+            Ok(if status == 200 {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(body)
+            })
+        },
+    )
+    .await?;
+    wait_holder(&env, lease, &me).await?;
+    Ok(())
 }

@@ -53,3 +53,29 @@ pub fn eventually<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Optio
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// The commit the binary under test reports (`build.rs`): what git says HEAD
+/// is, or "unknown" outside a git work tree; `PLACER_GIT_COMMIT` wins, as in
+/// the image build.
+pub fn built_commit() -> String {
+    if let Ok(commit) = std::env::var("PLACER_GIT_COMMIT")
+        && !commit.trim().is_empty()
+    {
+        return commit.trim().to_owned();
+    }
+    std::process::Command::new("git")
+        .args([
+            "-C",
+            env!("CARGO_MANIFEST_DIR"),
+            "rev-parse",
+            "--short=12",
+            "HEAD",
+        ])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "unknown".to_owned())
+}
