@@ -120,6 +120,9 @@ pub enum EventResource {
     AssignedPod,
     /// Another pending pod.
     UnscheduledPod,
+    /// The waiting pod itself, updated (the queue asks its rejectors'
+    /// hints about it before retrying it, as kube-scheduler does).
+    TargetPod,
     /// A kind kept by key, named as its watch names it
     /// (`persistentvolumeclaim`, `storageclass`, ...).
     Kind(&'static str),
@@ -132,9 +135,12 @@ impl EventResource {
     pub fn covers(self, happened: EventResource) -> bool {
         match (self, happened) {
             (EventResource::WildCard, _) | (_, EventResource::WildCard) => true,
-            (EventResource::Pod, EventResource::AssignedPod | EventResource::UnscheduledPod) => {
-                true
-            }
+            (
+                EventResource::Pod,
+                EventResource::AssignedPod
+                | EventResource::UnscheduledPod
+                | EventResource::TargetPod,
+            ) => true,
             (a, b) => a == b,
         }
     }
@@ -195,6 +201,26 @@ pub enum Change {
     Nothing,
 }
 
+impl Change {
+    /// The node before and after, when the change is about a node. A hint
+    /// that gets anything else answers `Queue`, as kube-scheduler's do on
+    /// an object of the wrong type.
+    pub fn nodes(&self) -> Option<(Option<&NodeInfo>, Option<&NodeInfo>)> {
+        match self {
+            Change::Node { old, new } => Some((old.as_deref(), new.as_deref())),
+            _ => None,
+        }
+    }
+
+    /// The pod before and after, when the change is about a pod.
+    pub fn pods(&self) -> Option<(Option<&PodInfo>, Option<&PodInfo>)> {
+        match self {
+            Change::Pod { old, new } => Some((old.as_deref(), new.as_deref())),
+            _ => None,
+        }
+    }
+}
+
 /// One event with the objects it is about.
 #[derive(Debug, Clone)]
 pub struct Observed {
@@ -212,6 +238,20 @@ impl Observed {
             change: Change::Nothing,
         }
     }
+}
+
+/// The event of a waiting pod updated from `old` to `new` (kube-scheduler's
+/// `PodSchedulingPropertiesChange` with `isTargetPod`), or none when
+/// nothing placer keeps changed.
+pub fn target_pod_update(old: Arc<PodInfo>, new: Arc<PodInfo>) -> Option<Observed> {
+    let actions = pod_update(&old, &new);
+    (!actions.is_empty()).then(|| Observed {
+        event: ClusterEvent::new(EventResource::TargetPod, actions),
+        change: Change::Pod {
+            old: Some(old),
+            new: Some(new),
+        },
+    })
 }
 
 /// What a node update changed, as kube-scheduler's
@@ -375,6 +415,12 @@ mod tests {
             ActionType::UPDATE_NODE_TAINT
         )));
         assert!(!update.matches(&node_added));
+        let own_labels = ClusterEvent::new(EventResource::TargetPod, ActionType::UPDATE_POD_LABEL);
+        let any_pod = ClusterEvent::new(EventResource::Pod, ActionType::UPDATE_POD_LABEL);
+        let assigned = ClusterEvent::new(EventResource::AssignedPod, ActionType::UPDATE_POD_LABEL);
+        assert!(any_pod.matches(&own_labels), "Pod covers the pod itself");
+        assert!(!assigned.matches(&own_labels));
+        assert!(!own_labels.matches(&relabelled));
     }
 
     #[test]

@@ -4,13 +4,23 @@
 //! Business meaning is kept out of node labels: the pod says "I need hardware
 //! encryption" (`myorg.io/require-hw-encrypt: "true"`) and the policy maps that
 //! to the node label that provides it.
+//!
+//! Queueing hints: its rejections are undone by a node that now carries
+//! every label value the pod needs and did not before (Node
+//! Add|UpdateNodeLabel), or by the pod itself dropping an annotation that
+//! asked for a capability (TargetPod, any update: annotations are no
+//! specific kind of pod change).
 
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
 use crate::cache::ClusterState;
-use crate::framework::{self, CycleState, FilterPlugin, PreFilterPlugin, Status};
+use crate::framework::queueing::{ActionType, EventResource, QueueingHint};
+use crate::framework::{
+    self, CycleState, EnqueueExtensions, EventHint, FilterPlugin, PreFilterPlugin, Status,
+    queue_if,
+};
 use crate::objects::inputs::WantedLabel;
 use crate::objects::{NodeInfo, PodInfo};
 use crate::plugins::fields::NonEmpty;
@@ -114,7 +124,18 @@ impl CapabilityFilter {
     }
 }
 
-crate::plugin!(CapabilityFilter, NAME, [pre_filter, filter]);
+crate::plugin!(
+    CapabilityFilter,
+    NAME,
+    [pre_filter, filter, enqueue_extensions]
+);
+
+impl CapabilityRule {
+    /// The pod carries the rule's annotation with its value.
+    fn asked_by(&self, pod: &PodInfo) -> bool {
+        pod.annotations.get(self.pod_annotation.as_str()) == Some(&self.pod_value)
+    }
+}
 
 impl CapabilityFilter {
     /// Whether `node` has the rule's label value: by interned id when the
@@ -133,7 +154,7 @@ impl PreFilterPlugin for CapabilityFilter {
             .rules
             .iter()
             .enumerate()
-            .filter(|(_, r)| pod.annotations.get(r.pod_annotation.as_str()) == Some(&r.pod_value))
+            .filter(|(_, r)| r.asked_by(pod))
             .map(|(i, r)| (i, slots.wanted(&r.node_label, &r.node_value)))
             .collect();
         if active.is_empty() {
@@ -157,6 +178,40 @@ impl CapabilityFilter {
             status = status.with_reason(&r.reason);
         }
         Some(status)
+    }
+}
+
+impl EnqueueExtensions for CapabilityFilter {
+    fn events_to_register(&self) -> Vec<EventHint> {
+        let (for_nodes, for_pod) = (self.rules.clone(), self.rules.clone());
+        vec![
+            EventHint::when(
+                EventResource::Node,
+                ActionType::ADD | ActionType::UPDATE_NODE_LABEL,
+                move |pod, change| {
+                    let Some((old, Some(new))) = change.nodes() else {
+                        return QueueingHint::Queue;
+                    };
+                    let provides_all = |node: &NodeInfo| {
+                        for_nodes
+                            .iter()
+                            .filter(|r| r.asked_by(pod))
+                            .all(|r| Self::satisfies(r, None, node))
+                    };
+                    queue_if(provides_all(new) && old.is_none_or(|o| !provides_all(o)))
+                },
+            ),
+            EventHint::when(
+                EventResource::TargetPod,
+                ActionType::UPDATE,
+                move |_, change| {
+                    let Some((Some(old), Some(new))) = change.pods() else {
+                        return QueueingHint::Queue;
+                    };
+                    queue_if(for_pod.iter().any(|r| r.asked_by(old) && !r.asked_by(new)))
+                },
+            ),
+        ]
     }
 }
 
@@ -195,7 +250,9 @@ impl FilterPlugin for CapabilityFilter {
 mod tests {
     use super::*;
     use crate::framework::Code;
-    use crate::plugins::test_support::labels;
+    use crate::plugins::test_support::{
+        hint, labels, node_added, node_deleted, node_updated, target_pod_updated,
+    };
 
     fn plugin(yaml: &str) -> CapabilityFilter {
         CapabilityFilter::new(&serde_yaml_ng::from_str(yaml).unwrap())
@@ -306,6 +363,64 @@ mod tests {
             assert_eq!(batch, single);
             assert!(!batch.is_empty() && batch.iter().all(|(i, _)| *i != 3));
         }
+    }
+
+    #[test]
+    fn a_node_gaining_the_needed_label_value_queues_the_pod() {
+        let p = plugin(HW);
+        let pod = pod(&[("myorg.io/require-hw-encrypt", "true")]);
+        let label = "node.kubernetes.io/hw-encrypt";
+        let node = |value: Option<&str>| {
+            NodeInfo::new("n", value.map(|v| (label, v)).into_iter().chain([("zone", "a")]))
+        };
+        let on = |event| hint(&p, &pod, event);
+        assert_eq!(on(node_added(node(None))), QueueingHint::Skip);
+        assert_eq!(on(node_added(node(Some("false")))), QueueingHint::Skip);
+        assert_eq!(on(node_added(node(Some("true")))), QueueingHint::Queue);
+        assert_eq!(on(node_updated(node(None), node(Some("false")))), QueueingHint::Skip);
+        assert_eq!(on(node_updated(node(None), node(Some("true")))), QueueingHint::Queue);
+        let mut moved = node(Some("true"));
+        moved.labels = NodeInfo::new("n", [(label, "true"), ("zone", "b")]).labels;
+        assert_eq!(
+            on(node_updated(node(Some("true")), moved)),
+            QueueingHint::Skip,
+            "carried the value before"
+        );
+        assert_eq!(
+            on(node_deleted(node(Some("true")))),
+            QueueingHint::Skip,
+            "a node going is no event of this plugin"
+        );
+    }
+
+    #[test]
+    fn a_node_with_only_some_needed_labels_leaves_the_pod_waiting() {
+        let p = plugin(
+            "rules: [{podAnnotation: a, nodeLabel: x}, {podAnnotation: b, nodeLabel: y}]",
+        );
+        let pod = pod(&[("a", "true"), ("b", "true")]);
+        let x = NodeInfo::new("n", [("x", "true")]);
+        let bare = NodeInfo::new("n", Vec::<(String, String)>::new());
+        assert_eq!(hint(&p, &pod, node_updated(bare, x.clone())), QueueingHint::Skip);
+        let xy = NodeInfo::new("n", [("x", "true"), ("y", "true")]);
+        assert_eq!(hint(&p, &pod, node_updated(x, xy)), QueueingHint::Queue);
+    }
+
+    #[test]
+    fn the_pod_dropping_its_request_queues_it() {
+        let p = plugin(HW);
+        let asking = pod(&[("myorg.io/require-hw-encrypt", "true")]);
+        let dropped = pod(&[("myorg.io/require-hw-encrypt", "false")]);
+        let event = target_pod_updated(asking.clone(), dropped.clone());
+        assert_eq!(hint(&p, &dropped, event), QueueingHint::Queue);
+        let mut relabelled = asking.clone();
+        relabelled.labels.insert("k".into(), "v".into());
+        let event = target_pod_updated(asking.clone(), relabelled.clone());
+        assert_eq!(hint(&p, &relabelled, event), QueueingHint::Skip);
+        let mut noted = asking.clone();
+        noted.annotations.insert("note".into(), "x".into());
+        let event = target_pod_updated(asking, noted.clone());
+        assert_eq!(hint(&p, &noted, event), QueueingHint::Skip);
     }
 
     #[test]

@@ -67,6 +67,16 @@ pub fn tolerates_taint(tolerations: &[Toleration], taint: &Taint) -> bool {
     )
 }
 
+/// True when one of `taints` keeps pods off the node (effect `NoSchedule`
+/// or `NoExecute`) and `tolerations` do not tolerate it
+/// (`FindMatchingUntoleratedTaint` with `DoNotScheduleTaintsFilterFunc`).
+pub fn has_untolerated_taint(taints: &[Taint], tolerations: &[Toleration]) -> bool {
+    taints.iter().any(|taint| {
+        matches!(taint.effect.as_str(), "NoSchedule" | "NoExecute")
+            && !tolerates_taint(tolerations, taint)
+    })
+}
+
 /// `compareNumericValues`: both values must be strict decimal integers
 /// (`content.IsDecimalInteger`: no sign but `-`, no leading zeros) fitting
 /// an i64; `Lt` holds when the taint's value is below the toleration's.

@@ -5,13 +5,17 @@
 //! `pkg/scheduler/framework/plugins/nodename/node_name.go`: PreFilter narrows
 //! the nodes to `spec.nodeName` (the others are reported as "node(s) didn't
 //! satisfy plugin(s) [NodeName]"), Filter checks the name (`Fits`).
+//! Queueing hints: only a node added can help (Node Add, no hint).
 
 use std::collections::HashSet;
 
 use serde::{Deserialize, Serialize};
 
 use crate::cache::ClusterState;
-use crate::framework::{CycleState, FilterPlugin, PreFilterPlugin, Status};
+use crate::framework::queueing::{ActionType, EventResource};
+use crate::framework::{
+    CycleState, EnqueueExtensions, EventHint, FilterPlugin, PreFilterPlugin, Status,
+};
 use crate::objects::{NodeInfo, PodInfo};
 
 /// Plugin name in the policy.
@@ -38,7 +42,15 @@ impl NodeName {
     }
 }
 
-crate::plugin!(NodeName, NAME, [pre_filter, filter]);
+crate::plugin!(NodeName, NAME, [pre_filter, filter, enqueue_extensions]);
+
+impl EnqueueExtensions for NodeName {
+    /// The named node appearing; every add is retried, as kube-scheduler
+    /// does (a name cannot change).
+    fn events_to_register(&self) -> Vec<EventHint> {
+        vec![EventHint::always(EventResource::Node, ActionType::ADD)]
+    }
+}
 
 impl PreFilterPlugin for NodeName {
     fn pre_filter(&self, _: &mut CycleState, _: &PodInfo, _: &ClusterState) -> Status {
@@ -68,7 +80,8 @@ impl FilterPlugin for NodeName {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::framework::Code;
+    use crate::framework::{Code, QueueingHint};
+    use crate::plugins::test_support::{hint, node_added, node_updated};
 
     fn filter(node_name: Option<&str>, node: &str) -> Status {
         let pod = PodInfo {
@@ -95,6 +108,21 @@ mod tests {
     fn no_node_name_fits_everywhere() {
         assert!(filter(None, "a").is_success());
         assert!(filter(Some(""), "a").is_success());
+    }
+
+    #[test]
+    fn only_a_node_added_queues_the_pod() {
+        let pod = PodInfo {
+            node_name: Some("a".into()),
+            ..Default::default()
+        };
+        let a = NodeInfo::new("a", [("k", "v")]);
+        assert_eq!(hint(&NodeName, &pod, node_added(a.clone())), QueueingHint::Queue);
+        let relabelled = NodeInfo::new("a", [("k", "w")]);
+        assert_eq!(
+            hint(&NodeName, &pod, node_updated(a, relabelled)),
+            QueueingHint::Skip
+        );
     }
 
     #[test]

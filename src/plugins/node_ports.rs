@@ -12,11 +12,20 @@
 //! help) with [`ERR_REASON`]. Pods without host ports skip the filter.
 //! The ports in use come from the cache's per-node usage, kept up to date on
 //! every pod event, so a check costs one or two hash lookups per wanted port.
+//!
+//! Queueing hints: an assigned pod deleted that held a port the pod wants
+//! (AssignedPod Delete; port specs are immutable, so updates are not
+//! registered), and any node added (Node Add).
 
 use serde::{Deserialize, Serialize};
 
+use std::collections::HashMap;
+
 use crate::cache::ClusterState;
-use crate::framework::{CycleState, FilterPlugin, PreFilterPlugin, Status};
+use crate::framework::queueing::{ActionType, Change, EventResource, QueueingHint};
+use crate::framework::{
+    CycleState, EnqueueExtensions, EventHint, FilterPlugin, PreFilterPlugin, Status, queue_if,
+};
 use crate::objects::pod::HostPort;
 use crate::objects::{NodeInfo, PodInfo};
 
@@ -76,7 +85,7 @@ impl WantedPort {
     }
 
     /// kube-scheduler's `HostPortInfo.CheckConflict` against a node's ports in use.
-    fn conflicts<V>(&self, in_use: &std::collections::HashMap<HostPort, V>) -> bool {
+    fn conflicts<V>(&self, in_use: &HashMap<HostPort, V>) -> bool {
         match &self.bind_all {
             // 0.0.0.0 clashes with the same protocol and port on any IP.
             None => in_use
@@ -88,7 +97,47 @@ impl WantedPort {
     }
 }
 
-crate::plugin!(NodePorts, NAME, [pre_filter, filter]);
+crate::plugin!(NodePorts, NAME, [pre_filter, filter, enqueue_extensions]);
+
+impl EnqueueExtensions for NodePorts {
+    fn events_to_register(&self) -> Vec<EventHint> {
+        vec![
+            EventHint::when(
+                EventResource::AssignedPod,
+                ActionType::DELETE,
+                deleted_pod_may_help,
+            ),
+            EventHint::always(EventResource::Node, ActionType::ADD),
+        ]
+    }
+}
+
+/// The deleted pod was placed (bound or nominated) and held a host port
+/// `pod` wants, by the filter's own conflict rule. Allocates only when the
+/// deleted pod bound host ports.
+fn deleted_pod_may_help(pod: &PodInfo, change: &Change) -> QueueingHint {
+    let Some((Some(deleted), _)) = change.pods() else {
+        return QueueingHint::Queue;
+    };
+    let placed = deleted.node_name.as_deref().is_some_and(|n| !n.is_empty())
+        || deleted.preemption.nominated_node.is_some();
+    if !placed || deleted.spec.host_ports.is_empty() {
+        return QueueingHint::Skip;
+    }
+    let freed: HashMap<HostPort, ()> = deleted
+        .spec
+        .host_ports
+        .iter()
+        .map(|p| (p.clone(), ()))
+        .collect();
+    queue_if(
+        pod.spec
+            .host_ports
+            .iter()
+            .filter(|p| p.port > 0)
+            .any(|p| WantedPort::new(p).conflicts(&freed)),
+    )
+}
 
 impl PreFilterPlugin for NodePorts {
     fn pre_filter(&self, state: &mut CycleState, pod: &PodInfo, _: &ClusterState) -> Status {
@@ -134,7 +183,7 @@ impl FilterPlugin for NodePorts {
 mod tests {
     use super::*;
     use crate::framework::Code;
-    use crate::plugins::test_support::PodBuilder;
+    use crate::plugins::test_support::{PodBuilder, hint, node_added, pod_event};
 
     fn hp(ip: &str, protocol: &str, port: i32) -> HostPort {
         HostPort {
@@ -277,6 +326,42 @@ mod tests {
         );
         c.delete_pod("ns", "holder");
         assert_eq!(NodePorts.filter(&state, &p, &node, &c), Status::success());
+    }
+
+    /// Cases of kube-scheduler's `Test_isSchedulableAfterAssignedPodDeleted`
+    /// (`node_ports_test.go`).
+    #[test]
+    fn hints_queue_the_pod_when_a_pod_holding_its_port_goes() {
+        let wanting = pod("p", None, vec![hp("0.0.0.0", "TCP", 8080)]);
+        let deleted = |p: PodInfo| {
+            hint(
+                &NodePorts,
+                &wanting,
+                pod_event(EventResource::AssignedPod, Some(p), None),
+            )
+        };
+        assert_eq!(
+            deleted(pod("q", None, vec![hp("0.0.0.0", "TCP", 8080)])),
+            QueueingHint::Skip,
+            "unscheduled"
+        );
+        assert_eq!(deleted(pod("q", Some("n"), vec![])), QueueingHint::Skip);
+        assert_eq!(
+            deleted(pod("q", Some("n"), vec![hp("0.0.0.0", "TCP", 8081)])),
+            QueueingHint::Skip,
+            "unrelated port"
+        );
+        assert_eq!(
+            deleted(pod("q", Some("n"), vec![hp("0.0.0.0", "TCP", 8080)])),
+            QueueingHint::Queue
+        );
+        assert_eq!(
+            deleted(pod("q", Some("n"), vec![hp("10.0.0.1", "TCP", 8080)])),
+            QueueingHint::Queue,
+            "a specific IP also blocked the pod's bind-all port"
+        );
+        let node = NodeInfo::new("n2", Vec::<(String, String)>::new());
+        assert_eq!(hint(&NodePorts, &wanting, node_added(node)), QueueingHint::Queue);
     }
 
     #[test]

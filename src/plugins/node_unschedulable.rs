@@ -6,11 +6,16 @@
 //! `pkg/scheduler/framework/plugins/nodeunschedulable/node_unschedulable.go`.
 //! Not replicated: the PreFilter `Skip` for pods whose in-place resize is
 //! deferred (`InPlacePodVerticalScalingSchedulerPreemption`).
+//!
+//! Queueing hints: a node added schedulable or uncordoned (Node
+//! Add|UpdateNodeTaint), and the pod itself gaining the toleration
+//! (TargetPod UpdatePodToleration).
 
 use serde::{Deserialize, Serialize};
 
 use crate::cache::ClusterState;
-use crate::framework::{CycleState, FilterPlugin, Status};
+use crate::framework::queueing::{ActionType, EventResource, QueueingHint};
+use crate::framework::{CycleState, EnqueueExtensions, EventHint, FilterPlugin, Status, queue_if};
 use crate::objects::{NodeInfo, PodInfo};
 use crate::plugins::helper::tolerations_tolerate;
 
@@ -41,21 +46,49 @@ impl NodeUnschedulable {
     }
 }
 
-crate::plugin!(NodeUnschedulable, NAME, [filter]);
+crate::plugin!(NodeUnschedulable, NAME, [filter, enqueue_extensions]);
+
+/// Whether `pod` may run on a cordoned node: it tolerates the
+/// `node.kubernetes.io/unschedulable:NoSchedule` taint.
+fn tolerates_cordon(pod: &PodInfo) -> bool {
+    tolerations_tolerate(
+        &pod.spec.tolerations,
+        TAINT_NODE_UNSCHEDULABLE,
+        "",
+        "NoSchedule",
+    )
+}
 
 impl FilterPlugin for NodeUnschedulable {
     fn filter(&self, _: &CycleState, pod: &PodInfo, node: &NodeInfo, _: &ClusterState) -> Status {
-        if node.unschedulable
-            && !tolerations_tolerate(
-                &pod.spec.tolerations,
-                TAINT_NODE_UNSCHEDULABLE,
-                "",
-                "NoSchedule",
-            )
-        {
+        if node.unschedulable && !tolerates_cordon(pod) {
             return Status::unresolvable(ERR_REASON_UNSCHEDULABLE);
         }
         Status::success()
+    }
+}
+
+impl EnqueueExtensions for NodeUnschedulable {
+    fn events_to_register(&self) -> Vec<EventHint> {
+        vec![
+            EventHint::when(
+                EventResource::Node,
+                ActionType::ADD | ActionType::UPDATE_NODE_TAINT,
+                |_, change| {
+                    let Some((old, Some(new))) = change.nodes() else {
+                        return QueueingHint::Queue;
+                    };
+                    queue_if(!new.unschedulable && old.is_none_or(|o| o.unschedulable))
+                },
+            ),
+            // Tolerations can only be added, so a pod this plugin rejected
+            // lacked the toleration before.
+            EventHint::when(
+                EventResource::TargetPod,
+                ActionType::UPDATE_POD_TOLERATION,
+                |pod, _| queue_if(tolerates_cordon(pod)),
+            ),
+        ]
     }
 }
 
@@ -63,7 +96,9 @@ impl FilterPlugin for NodeUnschedulable {
 mod tests {
     use super::*;
     use crate::framework::Code;
-    use crate::plugins::test_support::pod_with_spec;
+    use crate::plugins::test_support::{
+        hint, node_added, node_updated, pod_with_spec, target_pod_updated,
+    };
     use serde_json::json;
 
     fn pod(tolerations: serde_json::Value) -> PodInfo {
@@ -106,6 +141,70 @@ mod tests {
             let s = filter(&pod(json!([bad])), true);
             assert_eq!(s.message(), "node(s) were unschedulable", "{bad}");
         }
+    }
+
+    fn node(unschedulable: bool, taints: &[&str]) -> NodeInfo {
+        NodeInfo {
+            name: "n".into(),
+            unschedulable,
+            taints: taints
+                .iter()
+                .map(|key| k8s_openapi::api::core::v1::Taint {
+                    key: key.to_string(),
+                    effect: "NoExecute".into(),
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    /// Cases of kube-scheduler's `TestIsSchedulableAfterNodeChange`
+    /// (`node_unschedulable_test.go`).
+    #[test]
+    fn hints_queue_the_pod_when_a_node_becomes_or_arrives_schedulable() {
+        let pod = pod(json!([]));
+        let hint = |event| hint(&NodeUnschedulable, &pod, event);
+        assert_eq!(hint(node_added(node(true, &[]))), QueueingHint::Skip);
+        assert_eq!(hint(node_added(node(false, &[]))), QueueingHint::Queue);
+        let not_ready = "node.kubernetes.io/not-ready";
+        assert_eq!(
+            hint(node_updated(node(true, &[]), node(true, &[not_ready]))),
+            QueueingHint::Skip,
+            "unrelated change of a cordoned node"
+        );
+        assert_eq!(
+            hint(node_updated(node(false, &[]), node(false, &[not_ready]))),
+            QueueingHint::Skip,
+            "unrelated change of a schedulable node"
+        );
+        assert_eq!(
+            hint(node_updated(node(true, &[]), node(false, &[]))),
+            QueueingHint::Queue,
+            "uncordoned"
+        );
+        assert_eq!(
+            hint(node_updated(node(false, &[]), node(true, &[]))),
+            QueueingHint::Skip,
+            "cordoning is no event this plugin registers"
+        );
+    }
+
+    /// Cases of `TestIsSchedulableAfterPodTolerationChange`.
+    #[test]
+    fn hints_queue_the_pod_when_it_gains_the_cordon_toleration() {
+        let before = pod(json!([]));
+        let tolerates = pod(json!([{"key": TAINT_NODE_UNSCHEDULABLE, "operator": "Exists"}]));
+        let unrelated = pod(json!([{"key": "unrelated-key", "operator": "Exists"}]));
+        let changed = |after: &PodInfo| {
+            hint(
+                &NodeUnschedulable,
+                after,
+                target_pod_updated(before.clone(), after.clone()),
+            )
+        };
+        assert_eq!(changed(&tolerates), QueueingHint::Queue);
+        assert_eq!(changed(&unrelated), QueueingHint::Skip);
     }
 
     #[test]

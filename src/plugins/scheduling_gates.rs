@@ -3,10 +3,15 @@
 //!
 //! Mirrors kube-scheduler v1.37's
 //! `pkg/scheduler/framework/plugins/schedulinggates/scheduling_gates.go`.
+//! Its queueing hint (TargetPod UpdatePodSchedulingGatesEliminated, always
+//! `Queue`) is registered for fidelity: a gated pod waits outside the
+//! queue's pools and is let in by PreEnqueue on its update, so no failed
+//! attempt ever names this plugin.
 
 use serde::{Deserialize, Serialize};
 
-use crate::framework::{PreEnqueuePlugin, Status};
+use crate::framework::queueing::{ActionType, EventResource};
+use crate::framework::{EnqueueExtensions, EventHint, PreEnqueuePlugin, Status};
 use crate::objects::PodInfo;
 
 /// Plugin name in the policy.
@@ -30,7 +35,16 @@ impl SchedulingGates {
     }
 }
 
-crate::plugin!(SchedulingGates, NAME, [pre_enqueue]);
+crate::plugin!(SchedulingGates, NAME, [pre_enqueue, enqueue_extensions]);
+
+impl EnqueueExtensions for SchedulingGates {
+    fn events_to_register(&self) -> Vec<EventHint> {
+        vec![EventHint::always(
+            EventResource::TargetPod,
+            ActionType::UPDATE_POD_SCHEDULING_GATES_ELIMINATED,
+        )]
+    }
+}
 
 impl PreEnqueuePlugin for SchedulingGates {
     /// Go's `fmt.Sprintf("waiting for scheduling gates: %v", gates)` prints
@@ -50,7 +64,8 @@ impl PreEnqueuePlugin for SchedulingGates {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::framework::Code;
+    use crate::framework::{Code, QueueingHint};
+    use crate::plugins::test_support::{hint, target_pod_updated};
     use serde_json::json;
 
     fn pre_enqueue(spec: serde_json::Value) -> Status {
@@ -75,6 +90,21 @@ mod tests {
         assert!(pre_enqueue(json!({})).is_success());
         assert!(pre_enqueue(json!({"schedulingGates": []})).is_success());
         assert!(pre_enqueue(json!({"schedulingGates": null})).is_success());
+    }
+
+    /// kube-scheduler's `TestIsSchedulableAfterUpdateTargetPodSchedulingGatesEliminated`;
+    /// any other change of the pod is no event of this plugin.
+    #[test]
+    fn removing_the_last_gate_queues_the_pod() {
+        let gated: PodInfo =
+            serde_json::from_value(json!({"spec": {"schedulingGates": [{"name": "a"}]}})).unwrap();
+        let ungated = PodInfo::default();
+        let event = target_pod_updated(gated.clone(), ungated.clone());
+        assert_eq!(hint(&SchedulingGates, &ungated, event), QueueingHint::Queue);
+        let mut relabelled = gated.clone();
+        relabelled.labels.insert("k".into(), "v".into());
+        let event = target_pod_updated(gated, relabelled.clone());
+        assert_eq!(hint(&SchedulingGates, &relabelled, event), QueueingHint::Skip);
     }
 
     #[test]

@@ -9,6 +9,10 @@
 //! `plugins/helper/normalize_score.go` (`DefaultNormalizeScore`). The toleration
 //! helpers here are shared with NodeUnschedulable.
 //!
+//! Queueing hints: a node added or whose taints changed that the pod now
+//! tolerates and did not before (Node Add|UpdateNodeTaint), and the pod
+//! itself gaining a toleration (TargetPod UpdatePodToleration).
+//!
 //! Not replicated: the PreFilter `Skip` for pods whose in-place resize is
 //! deferred (`InPlacePodVerticalScalingSchedulerPreemption`), which needs pod
 //! status placer does not keep.
@@ -17,9 +21,13 @@ use k8s_openapi::api::core::v1::Toleration;
 use serde::{Deserialize, Serialize};
 
 use crate::cache::ClusterState;
-use crate::framework::{CycleState, FilterPlugin, NodeScore, PreScorePlugin, ScorePlugin, Status};
+use crate::framework::queueing::{ActionType, EventResource, QueueingHint};
+use crate::framework::{
+    CycleState, EnqueueExtensions, EventHint, FilterPlugin, NodeScore, PreScorePlugin,
+    ScorePlugin, Status, queue_if,
+};
 use crate::objects::{NodeInfo, PodInfo};
-use crate::plugins::helper::{default_normalize_score, tolerates_taint};
+use crate::plugins::helper::{default_normalize_score, has_untolerated_taint, tolerates_taint};
 
 /// Plugin name in the policy.
 pub const NAME: &str = "TaintToleration";
@@ -50,19 +58,38 @@ impl TaintToleration {
 /// (effect `PreferNoSchedule` or empty), written in PreScore.
 struct PreferNoScheduleTolerations(Vec<Toleration>);
 
-crate::plugin!(TaintToleration, NAME, [filter, pre_score, score]);
+crate::plugin!(
+    TaintToleration,
+    NAME,
+    [filter, pre_score, score, enqueue_extensions]
+);
 
 impl FilterPlugin for TaintToleration {
     fn filter(&self, _: &CycleState, pod: &PodInfo, node: &NodeInfo, _: &ClusterState) -> Status {
-        let untolerated = node.taints.iter().any(|taint| {
-            matches!(taint.effect.as_str(), "NoSchedule" | "NoExecute")
-                && !tolerates_taint(&pod.spec.tolerations, taint)
-        });
-        if untolerated {
+        if has_untolerated_taint(&node.taints, &pod.spec.tolerations) {
             Status::unresolvable(ERR_REASON_UNTOLERATED)
         } else {
             Status::success()
         }
+    }
+}
+
+impl EnqueueExtensions for TaintToleration {
+    fn events_to_register(&self) -> Vec<EventHint> {
+        vec![
+            EventHint::when(
+                EventResource::Node,
+                ActionType::ADD | ActionType::UPDATE_NODE_TAINT,
+                |pod, change| {
+                    let Some((old, Some(new))) = change.nodes() else {
+                        return QueueingHint::Queue;
+                    };
+                    let untolerated = |n: &NodeInfo| has_untolerated_taint(&n.taints, &pod.spec.tolerations);
+                    queue_if(old.is_none_or(untolerated) && !untolerated(new))
+                },
+            ),
+            EventHint::always(EventResource::TargetPod, ActionType::UPDATE_POD_TOLERATION),
+        ]
     }
 }
 
@@ -118,7 +145,10 @@ mod tests {
     use super::*;
     use crate::framework::Code;
     use crate::plugins::helper::{toleration_tolerates, tolerations_tolerate};
-    use crate::plugins::test_support::{pod_with_spec, score, score_without_pre_score};
+    use crate::plugins::test_support::{
+        hint, node_added, node_updated, pod_with_spec, score, score_without_pre_score,
+        target_pod_updated,
+    };
     use k8s_openapi::api::core::v1::Taint;
     use serde_json::json;
 
@@ -156,6 +186,36 @@ mod tests {
         let (s, out) = score(&TaintToleration, pod, &nodes, &ClusterState::default());
         assert!(s.is_success());
         out.iter().map(|s| (s.raw.unwrap(), s.score)).collect()
+    }
+
+    /// Cases of kube-scheduler's `TestIsSchedulableAfterNodeChange` and
+    /// `Test_isSchedulableAfterTargetPodTolerationChange` (`taint_toleration_test.go`).
+    #[test]
+    fn hints_queue_the_pod_when_a_node_turns_tolerable_or_it_gains_a_toleration() {
+        let pod = pod(json!([{"key": "dedicated", "operator": "Equal", "value": "user2", "effect": "NoSchedule"}]));
+        let dedicated = |users: &[&str]| {
+            node(users.iter().map(|u| taint("dedicated", u, "NoSchedule")).collect())
+        };
+        let on_node = |event| hint(&TaintToleration, &pod, event);
+        assert_eq!(on_node(node_added(dedicated(&["user1"]))), QueueingHint::Skip);
+        assert_eq!(on_node(node_added(dedicated(&["user2"]))), QueueingHint::Queue);
+        assert_eq!(
+            on_node(node_updated(dedicated(&["user1"]), dedicated(&["user1", "user3"]))),
+            QueueingHint::Skip,
+            "still untolerated"
+        );
+        assert_eq!(
+            on_node(node_updated(dedicated(&["user1"]), dedicated(&["user2"]))),
+            QueueingHint::Queue
+        );
+        assert_eq!(
+            on_node(node_updated(dedicated(&["user2"]), dedicated(&[]))),
+            QueueingHint::Skip,
+            "tolerated before: the pod was not rejected for this node"
+        );
+
+        let event = target_pod_updated(PodInfo::default(), pod.clone());
+        assert_eq!(hint(&TaintToleration, &pod, event), QueueingHint::Queue);
     }
 
     #[test]

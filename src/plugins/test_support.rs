@@ -7,8 +7,13 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::cache::ClusterState;
+use crate::cache::events::{node_update, pod_update};
+use crate::framework::queueing::{
+    ActionType, Change, ClusterEvent, EventResource, Observed, QueueingHint, Registrations,
+    queue_if,
+};
 use crate::framework::{
-    Code, CycleState, FilterPlugin, NodeScore, PreFilterExtensions, PreFilterPlugin,
+    Code, CycleState, FilterPlugin, NodeScore, Plugin, PreFilterExtensions, PreFilterPlugin,
     PreScorePlugin, ScorePlugin, Status,
 };
 use crate::objects::pod::{HostPort, PodSpecInfo, VolumeClaim};
@@ -294,4 +299,75 @@ pub(crate) fn one_cpu_pod(name: &str, node: Option<&str>, priority: i32) -> PodI
                  "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}
     }))
     .unwrap()
+}
+
+/// What `plugin`'s queueing hints say of `event` for `pod`, which the plugin
+/// rejected: through the plugin's registrations, as the queue asks them, so
+/// an event the plugin did not register is `Skip` as well.
+pub(crate) fn hint(plugin: &dyn Plugin, pod: &PodInfo, event: Observed) -> QueueingHint {
+    let registrations = Registrations::of(std::iter::once(plugin));
+    queue_if(registrations.worth_retrying(pod, &[plugin.name()], &event))
+}
+
+/// Node `new` added.
+pub(crate) fn node_added(new: NodeInfo) -> Observed {
+    Observed {
+        event: ClusterEvent::new(EventResource::Node, ActionType::ADD),
+        change: Change::Node {
+            old: None,
+            new: Some(Arc::new(new)),
+        },
+    }
+}
+
+/// Node `old` changed into `new`, classified as the cache classifies it
+/// (the change must be one).
+pub(crate) fn node_updated(old: NodeInfo, new: NodeInfo) -> Observed {
+    let actions = node_update(&old, &new);
+    assert!(!actions.is_empty(), "no change: no event");
+    Observed {
+        event: ClusterEvent::new(EventResource::Node, actions),
+        change: Change::Node {
+            old: Some(Arc::new(old)),
+            new: Some(Arc::new(new)),
+        },
+    }
+}
+
+/// Node `old` deleted.
+pub(crate) fn node_deleted(old: NodeInfo) -> Observed {
+    Observed {
+        event: ClusterEvent::new(EventResource::Node, ActionType::DELETE),
+        change: Change::Node {
+            old: Some(Arc::new(old)),
+            new: None,
+        },
+    }
+}
+
+/// A pod of `resource` going from `old` to `new` (an add without `old`, a
+/// delete without `new`; an update classified as the cache classifies it).
+pub(crate) fn pod_event(
+    resource: EventResource,
+    old: Option<PodInfo>,
+    new: Option<PodInfo>,
+) -> Observed {
+    let actions = match (&old, &new) {
+        (Some(o), Some(n)) => pod_update(o, n),
+        (None, _) => ActionType::ADD,
+        (Some(_), None) => ActionType::DELETE,
+    };
+    assert!(!actions.is_empty(), "no change: no event");
+    Observed {
+        event: ClusterEvent::new(resource, actions),
+        change: Change::Pod {
+            old: old.map(Arc::new),
+            new: new.map(Arc::new),
+        },
+    }
+}
+
+/// The waiting pod itself updated from `old` to `new`.
+pub(crate) fn target_pod_updated(old: PodInfo, new: PodInfo) -> Observed {
+    pod_event(EventResource::TargetPod, Some(old), Some(new))
 }

@@ -523,11 +523,14 @@ fn offer(state: &AppState, queue: &SchedulingQueue, p: &Pod) -> PodInfo {
     if placed && !queue.is_in_flight(&pod) {
         return pod;
     }
-    if state.policy.load().profile(&pod.scheduler_name).is_some()
+    let policy = state.policy.load();
+    if policy.profile(&pod.scheduler_name).is_some()
         && !pod.is_terminal()
         && p.metadata.deletion_timestamp.is_none()
     {
-        queue.add_or_update(pod.clone());
+        queue.add_or_update(pod.clone(), &|pod, rejectors, event| {
+            worth_retrying(&policy, pod, rejectors, event)
+        });
     } else {
         queue.delete(&pod.namespace, &pod.name);
     }

@@ -37,6 +37,7 @@
 //! required-affinity term with one is ignored when scoring.
 
 mod filter;
+mod hints;
 mod score;
 
 use std::collections::{BTreeMap, HashMap};
@@ -138,7 +139,14 @@ impl InterPodAffinity {
 crate::plugin!(
     InterPodAffinity,
     NAME,
-    [pre_filter, pre_filter_extensions, filter, pre_score, score]
+    [
+        pre_filter,
+        pre_filter_extensions,
+        filter,
+        pre_score,
+        score,
+        enqueue_extensions
+    ]
 );
 
 /// The four term lists of a pod's `spec.affinity`, empty when absent.

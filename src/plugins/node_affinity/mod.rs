@@ -20,6 +20,9 @@
 //! - Score: the sum of the weights of the matching preferred terms (weight 0
 //!   and empty terms are ignored), normalized with `DefaultNormalizeScore`.
 //!
+//! Queueing hints (Node Add|UpdateNodeLabel): a node added that matches,
+//! or one whose labels changed from not matching to matching.
+//!
 //! Not supported: the `addedAffinity` plugin argument (scheduler-enforced
 //! affinity; rejected as an unknown field rather than silently ignored), the
 //! PreFilter narrowing to the nodes named by `matchFields` `metadata.name In`
@@ -36,8 +39,10 @@ use k8s_openapi::api::core::v1::NodeSelector;
 use serde::{Deserialize, Serialize};
 
 use crate::cache::ClusterState;
+use crate::framework::queueing::{ActionType, Change, EventResource, QueueingHint};
 use crate::framework::{
-    CycleState, FilterPlugin, NodeScore, PreFilterPlugin, PreScorePlugin, ScorePlugin, Status,
+    CycleState, EnqueueExtensions, EventHint, FilterPlugin, NodeScore, PreFilterPlugin,
+    PreScorePlugin, ScorePlugin, Status, queue_if,
 };
 use crate::objects::{NodeInfo, PodInfo};
 use crate::plugins::helper::default_normalize_score;
@@ -121,7 +126,11 @@ struct PreFilterState(RequiredNodeAffinity);
 /// The pod's parsed preferred terms, written in PreScore.
 struct PreScoreState(PreferredTerms);
 
-crate::plugin!(NodeAffinity, NAME, [pre_filter, filter, pre_score, score]);
+crate::plugin!(
+    NodeAffinity,
+    NAME,
+    [pre_filter, filter, pre_score, score, enqueue_extensions]
+);
 
 impl PreFilterPlugin for NodeAffinity {
     fn pre_filter(&self, state: &mut CycleState, pod: &PodInfo, cluster: &ClusterState) -> Status {
@@ -157,6 +166,32 @@ impl FilterPlugin for NodeAffinity {
             Status::unresolvable(ERR_REASON_POD)
         }
     }
+}
+
+impl EnqueueExtensions for NodeAffinity {
+    fn events_to_register(&self) -> Vec<EventHint> {
+        vec![EventHint::when(
+            EventResource::Node,
+            ActionType::ADD | ActionType::UPDATE_NODE_LABEL,
+            node_change_may_help,
+        )]
+    }
+}
+
+/// A node added that matches `pod`'s requirements, or updated from not
+/// matching to matching. An update that leaves every label the pod reads
+/// as it was is skipped before the pod's terms are parsed.
+fn node_change_may_help(pod: &PodInfo, change: &Change) -> QueueingHint {
+    let Some((old, Some(new))) = change.nodes() else {
+        return QueueingHint::Queue;
+    };
+    if let Some(old) = old
+        && RequiredNodeAffinity::label_keys(pod).all(|k| old.label(k) == new.label(k))
+    {
+        return QueueingHint::Skip;
+    }
+    let required = RequiredNodeAffinity::new(pod);
+    queue_if(required.matches(new) && old.is_none_or(|o| !required.matches(o)))
 }
 
 impl PreScorePlugin for NodeAffinity {

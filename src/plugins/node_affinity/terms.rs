@@ -111,6 +111,18 @@ impl RequiredNodeAffinity {
         pod.spec.node_selector.keys().map(String::as_str)
     }
 
+    /// The node label keys the pod's node selector and required terms read
+    /// (what [`RequiredNodeAffinity::matches`] can depend on, with the
+    /// node's name), from the pod as it is, without parsing it.
+    pub fn label_keys(pod: &PodInfo) -> impl Iterator<Item = &str> {
+        let terms = required_selector(pod)
+            .into_iter()
+            .flat_map(|s| &s.node_selector_terms)
+            .flat_map(|t| t.match_expressions.iter().flatten())
+            .map(|r| r.key.as_str());
+        Self::selector_keys(pod).chain(terms)
+    }
+
     /// No requirement at all: every node matches.
     pub fn anywhere() -> Self {
         RequiredNodeAffinity {

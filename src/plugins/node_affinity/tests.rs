@@ -3,7 +3,8 @@ use super::*;
 use crate::framework::Code;
 use serde_json::{Value, json};
 
-use crate::plugins::test_support::{self, pod_with_spec as pod};
+use crate::framework::QueueingHint;
+use crate::plugins::test_support::{self, node_added, node_updated, pod_with_spec as pod};
 
 /// A pod whose required affinity has these terms.
 fn required(terms: Value) -> PodInfo {
@@ -398,4 +399,58 @@ fn args_reject_added_affinity() {
     assert!(serde_yaml_ng::from_str::<NodeAffinityArgs>("{}").is_ok());
     let e = serde_yaml_ng::from_str::<NodeAffinityArgs>("addedAffinity: {}").unwrap_err();
     assert!(e.to_string().contains("addedAffinity"), "{e}");
+}
+
+/// Cases of kube-scheduler's `Test_isSchedulableAfterNodeChange`
+/// (`node_affinity_test.go`; its `addedAffinity` cases do not apply: placer
+/// does not take that argument).
+#[test]
+fn hints_queue_the_pod_when_a_node_starts_matching() {
+    let p = exprs(json!([{"key": "foo", "operator": "In", "values": ["bar"]}]));
+    let hint = |event| test_support::hint(&NodeAffinity, &p, event);
+    let plain = node("n", &[]);
+    let foo_bar = node("n", &[("foo", "bar")]);
+    assert_eq!(hint(node_added(plain.clone())), QueueingHint::Skip);
+    assert_eq!(hint(node_added(foo_bar.clone())), QueueingHint::Queue);
+    let mut resized = plain.clone();
+    resized.allocatable.pods = 10;
+    assert_eq!(
+        hint(node_updated(plain.clone(), resized)),
+        QueueingHint::Skip,
+        "not a label change"
+    );
+    assert_eq!(
+        hint(node_updated(plain.clone(), node("n", &[("k", "v")]))),
+        QueueingHint::Skip,
+        "unrelated label"
+    );
+    assert_eq!(
+        hint(node_updated(foo_bar.clone(), node("n", &[("k", "v")]))),
+        QueueingHint::Skip,
+        "from suitable to unsuitable"
+    );
+    assert_eq!(
+        hint(node_updated(plain.clone(), foo_bar.clone())),
+        QueueingHint::Queue
+    );
+    assert_eq!(
+        hint(node_updated(foo_bar.clone(), node("n", &[("foo", "bar"), ("k", "v")]))),
+        QueueingHint::Skip,
+        "suitable before and after"
+    );
+    // The node selector counts as well.
+    let selector = pod(json!({"nodeSelector": {"disk": "ssd"}}));
+    let event = node_updated(plain.clone(), node("n", &[("disk", "ssd")]));
+    assert_eq!(test_support::hint(&NodeAffinity, &selector, event), QueueingHint::Queue);
+    // A node name requirement (`matchFields`) on an added node.
+    let named = required(json!([{"matchFields": [
+        {"key": "metadata.name", "operator": "In", "values": ["m"]}]}]));
+    assert_eq!(
+        test_support::hint(&NodeAffinity, &named, node_added(node("n", &[]))),
+        QueueingHint::Skip
+    );
+    assert_eq!(
+        test_support::hint(&NodeAffinity, &named, node_added(node("m", &[]))),
+        QueueingHint::Queue
+    );
 }

@@ -32,6 +32,7 @@
 //! still spread.
 
 mod args;
+mod hints;
 mod strategy;
 
 use std::collections::HashSet;
@@ -57,6 +58,7 @@ use strategy::{
 pub const NAME: &str = "NodeResourcesFit";
 
 /// The plugin.
+#[derive(Clone)]
 pub struct NodeResourcesFit {
     ignored_resources: HashSet<String>,
     ignored_groups: HashSet<String>,
@@ -164,7 +166,7 @@ struct ScoreRequests(Vec<i64>);
 crate::plugin!(
     NodeResourcesFit,
     NAME,
-    [pre_filter, filter, pre_score, score]
+    [pre_filter, filter, pre_score, score, enqueue_extensions]
 );
 
 impl PreFilterPlugin for NodeResourcesFit {

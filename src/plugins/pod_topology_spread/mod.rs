@@ -17,7 +17,7 @@
 //!   nodeSelector and required node affinity, as NodeAffinity's
 //!   [`RequiredNodeAffinity`]) and `nodeTaintsPolicy` (default `Ignore`;
 //!   `Honor`: the pod tolerates the node's NoSchedule/NoExecute taints, as
-//!   TaintToleration's [`tolerates_taint`]).
+//!   TaintToleration's [`has_untolerated_taint`] says).
 //!
 //! Pods without constraints of their own get the default constraints
 //! (`defaultingType: System`, kube-scheduler's default: hostname with maxSkew 3
@@ -31,6 +31,7 @@
 //! (kube-scheduler's `requireAllTopologies`).
 
 mod filter;
+mod hints;
 mod score;
 
 use std::collections::{BTreeMap, HashMap};
@@ -44,7 +45,7 @@ use crate::objects::workload::{
     ReplicaSetSelector, ReplicationControllerSelector, ServiceSelector, StatefulSetSelector,
 };
 use crate::objects::{NodeInfo, PodInfo};
-use crate::plugins::helper::tolerates_taint;
+use crate::plugins::helper::has_untolerated_taint;
 use crate::plugins::label_selector;
 use crate::plugins::node_affinity::RequiredNodeAffinity;
 
@@ -160,7 +161,7 @@ impl TryFrom<RawArgs> for PodTopologySpreadArgs {
 }
 
 /// The plugin.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct PodTopologySpread {
     /// The constraints of pods that have none (their selectors come from the cluster).
     defaults: Vec<TopologySpreadConstraint>,
@@ -191,7 +192,7 @@ impl PodTopologySpread {
         action: &str,
         cluster: &ClusterState,
     ) -> Result<Vec<Constraint>, String> {
-        if !pod.spec.topology_spread_constraints.is_empty() {
+        if !Self::defaulted(pod) {
             return constraints(pod, &pod.spec.topology_spread_constraints, action);
         }
         let mut defaults = constraints(pod, &self.defaults, action)?;
@@ -208,10 +209,25 @@ impl PodTopologySpread {
         Ok(defaults)
     }
 
+    /// Whether the pod gets the default constraints (it has none of its own).
+    fn defaulted(pod: &PodInfo) -> bool {
+        pod.spec.topology_spread_constraints.is_empty()
+    }
+
+    /// The pod's constraints as written (its own, or the defaults without
+    /// their selectors), unresolved.
+    fn written<'a>(&'a self, pod: &'a PodInfo) -> &'a [TopologySpreadConstraint] {
+        if Self::defaulted(pod) {
+            &self.defaults
+        } else {
+            &pod.spec.topology_spread_constraints
+        }
+    }
+
     /// Whether scoring ignores nodes without every topology key
     /// (`requireAllTopologies`): not for system-defaulted constraints.
     fn requires_all_topologies(&self, pod: &PodInfo) -> bool {
-        !pod.spec.topology_spread_constraints.is_empty() || !self.system_defaulted
+        !Self::defaulted(pod) || !self.system_defaulted
     }
 }
 
@@ -278,7 +294,14 @@ fn default_selector(pod: &PodInfo, cluster: &ClusterState) -> Option<LabelSelect
 crate::plugin!(
     PodTopologySpread,
     NAME,
-    [pre_filter, pre_filter_extensions, filter, pre_score, score]
+    [
+        pre_filter,
+        pre_filter_extensions,
+        filter,
+        pre_score,
+        score,
+        enqueue_extensions
+    ]
 );
 
 /// `whenUnsatisfiable` of hard constraints.
@@ -304,10 +327,11 @@ struct Constraint {
 impl Constraint {
     /// True when a pod with `labels` is counted by this constraint.
     fn selects(&self, labels: &BTreeMap<String, String>) -> bool {
-        self.match_labels
-            .iter()
-            .all(|(k, v)| labels.get(k) == Some(v))
-            && label_selector::matches(self.selector.as_ref(), labels)
+        merged_selects(
+            self.selector.as_ref(),
+            self.match_labels.iter().map(|(k, v)| (k, v)),
+            labels,
+        )
     }
 
     /// `matchNodeInclusionPolicies`: whether pods on `node` count at all;
@@ -315,11 +339,42 @@ impl Constraint {
     fn includes(&self, pod: &PodInfo, required: &RequiredNodeAffinity, node: &NodeInfo) -> bool {
         (!self.honor_node_affinity || required.matches(node))
             && (!self.honor_node_taints
-                || node
-                    .taints
-                    .iter()
-                    .filter(|t| matches!(t.effect.as_str(), "NoSchedule" | "NoExecute"))
-                    .all(|t| tolerates_taint(&pod.spec.tolerations, t)))
+                || !has_untolerated_taint(&node.taints, &pod.spec.tolerations))
+    }
+}
+
+/// Whether `selector` merged with the incoming pod's `matchLabelKeys`
+/// pairs (`mergeLabelSetWithSelector`) selects `labels`: every pair holds,
+/// and so does the selector; a missing selector selects nothing unless
+/// pairs were merged into it.
+fn merged_selects<K, V>(
+    selector: Option<&LabelSelector>,
+    pairs: impl IntoIterator<Item = (K, V)>,
+    labels: &BTreeMap<String, String>,
+) -> bool
+where
+    K: AsRef<str>,
+    V: AsRef<str>,
+{
+    let mut merged = false;
+    for (k, v) in pairs {
+        if labels.get(k.as_ref()).map(String::as_str) != Some(v.as_ref()) {
+            return false;
+        }
+        merged = true;
+    }
+    match selector {
+        None => merged,
+        some => label_selector::matches(some, labels),
+    }
+}
+
+/// `nodeInclusionPolicy` as set, or its default.
+fn honors(policy: Option<&str>, default_honor: bool) -> bool {
+    match policy {
+        Some("Honor") => true,
+        Some("Ignore") => false,
+        _ => default_honor,
     }
 }
 
@@ -352,11 +407,6 @@ fn constraint(pod: &PodInfo, c: &TopologySpreadConstraint) -> Result<Constraint,
         // add, so the merged selector is the label set alone.
         selector = Some(LabelSelector::default());
     }
-    let policy = |p: &Option<String>, default_honor: bool| match p.as_deref() {
-        Some("Honor") => true,
-        Some("Ignore") => false,
-        _ => default_honor,
-    };
     Ok(Constraint {
         max_skew: i64::from(c.max_skew),
         topology_key: c.topology_key.clone(),
@@ -366,8 +416,8 @@ fn constraint(pod: &PodInfo, c: &TopologySpreadConstraint) -> Result<Constraint,
             .min_domains
             .and_then(|m| usize::try_from(m).ok())
             .unwrap_or(1),
-        honor_node_affinity: policy(&c.node_affinity_policy, true),
-        honor_node_taints: policy(&c.node_taints_policy, false),
+        honor_node_affinity: honors(c.node_affinity_policy.as_deref(), true),
+        honor_node_taints: honors(c.node_taints_policy.as_deref(), false),
     })
 }
 

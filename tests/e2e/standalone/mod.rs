@@ -28,6 +28,7 @@ use crate::harness::{
 };
 
 mod bind_failure;
+mod hints;
 mod leader;
 mod plugins;
 mod preemption;

@@ -6,8 +6,10 @@
 //!   up to 10 s;
 //! - **unschedulable**: pods no node could take; they move back when a
 //!   cluster event arrives that one of the plugins which rejected them says
-//!   may help (queueing hints, [`SchedulingQueue::on_events`] in `hints.rs`)
-//!   and at the latest after 5 minutes ([`SchedulingQueue::flush_unschedulable`]).
+//!   may help (queueing hints, [`SchedulingQueue::on_events`] in `hints.rs`),
+//!   when an update of the pod itself may help (the same hints, on
+//!   kube-scheduler's TargetPod events), and at the latest after 5 minutes
+//!   ([`SchedulingQueue::flush_unschedulable`]).
 //!
 //! When the active queue is empty, the pod whose backoff ends first is
 //! popped early (kube-scheduler's SchedulerPopFromBackoffQ), unless it
@@ -33,6 +35,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::nominator::Nominator;
+use crate::cache::events::target_pod_update;
 use crate::framework::{QueueSort, QueuedPodInfo, Status};
 use crate::objects::PodInfo;
 
@@ -221,12 +224,15 @@ impl SchedulingQueue {
             .min(self.timings.max_backoff)
     }
 
-    /// A new or updated unscheduled pod. A pod waiting in backoff or as
-    /// unschedulable is retried at once when it changes, as kube-scheduler does;
-    /// an update that changes nothing scheduling reads (such as the
-    /// `PodScheduled` condition placer itself just wrote) leaves it waiting.
-    /// An update of a pod in flight is kept for its requeue.
-    pub fn add_or_update(&self, pod: PodInfo) {
+    /// A new or updated unscheduled pod. A pod waiting in backoff is retried
+    /// at once when it changes. An unschedulable one is retried (to backoff,
+    /// or active if its backoff is over) only when `worth`, the queueing
+    /// hints of the plugins that rejected it, says the change may help
+    /// (kube-scheduler's TargetPod events); otherwise it keeps waiting in
+    /// its new version. An update that changes nothing scheduling reads
+    /// (such as the `PodScheduled` condition placer itself just wrote)
+    /// leaves it waiting. An update of a pod in flight is kept for its requeue.
+    pub fn add_or_update(&self, pod: PodInfo, worth: &Worth<'_>) {
         let key = key_of(&pod);
         // A nomination written before this replica started (or led) still holds.
         if let Some(node) = &pod.preemption.nominated_node
@@ -248,6 +254,18 @@ impl SchedulingQueue {
             return;
         }
         let now = Instant::now();
+        if admitted
+            && let Some(e) = inner.entries.get_mut(&key)
+            && e.place == Place::Unschedulable
+        {
+            let helps = target_pod_update(e.info.pod.clone(), pod.clone())
+                .is_none_or(|event| worth(&pod, &e.rejectors, &event));
+            e.info.pod = pod;
+            if helps {
+                self.release(&mut inner, key, now);
+            }
+            return;
+        }
         let previous = inner.entries.get(&key).map(|e| (e.info.clone(), e.place));
         let was_active = previous.as_ref().map(|(_, p)| *p) == Some(Place::Active);
         let info = match previous {
@@ -315,11 +333,11 @@ impl SchedulingQueue {
         self.inner.lock().in_flight.remove(&key);
     }
 
-    /// Returns a failed pod to the queue as `retry` says. A pod deleted
-    /// while in flight is dropped; one updated meanwhile goes to backoff in
-    /// its latest version; an unschedulable one goes to backoff instead of
-    /// the pool when a cluster event seen while it was in flight may help it
-    /// (`worth`, the queueing hints of its profile).
+    /// Returns a failed pod to the queue as `retry` says, in its latest
+    /// version. A pod deleted while in flight is dropped; an unschedulable
+    /// one goes to backoff instead of the pool when its own update or a
+    /// cluster event seen while it was in flight may help it (`worth`, the
+    /// queueing hints of its profile).
     pub fn requeue(&self, mut info: QueuedPodInfo, retry: Retry, worth: &Worth<'_>) {
         info.attempts += 1;
         let key = key_of(&info.pod);
@@ -327,22 +345,24 @@ impl SchedulingQueue {
         let Some(flying) = inner.in_flight.remove(&key) else {
             return;
         };
-        let mut retry = retry;
-        if let Some(latest) = flying.latest {
-            if *latest != *info.pod {
-                retry = Retry::Backoff;
-            }
-            info.pod = latest;
-        }
         let rejectors: Arc<[&'static str]> = match &retry {
             Retry::AfterEvent(plugins) => plugins.as_slice().into(),
             _ => Arc::new([]),
         };
+        // The pod's own update while in flight: its rejectors' hints decide,
+        // as for an update of a waiting pod.
+        let mut updated_helps = false;
+        if let Some(latest) = flying.latest {
+            updated_helps = target_pod_update(info.pod.clone(), latest.clone())
+                .is_some_and(|event| worth(&latest, &rejectors, &event));
+            info.pod = latest;
+        }
         let place = match retry {
             Retry::AfterEvent(_)
-                if inner
-                    .history
-                    .any_since(flying.since, |ev| worth(&info.pod, &rejectors, ev)) =>
+                if updated_helps
+                    || inner
+                        .history
+                        .any_since(flying.since, |ev| worth(&info.pod, &rejectors, ev)) =>
             {
                 Place::Backoff
             }
@@ -378,7 +398,6 @@ impl SchedulingQueue {
 
     /// Moves the unschedulable pods `pick` chooses to backoff or active.
     fn move_picked(&self, inner: &mut Inner, pick: impl Fn(&Entry) -> bool) {
-        let inner = &mut *inner;
         let now = Instant::now();
         let keys: Vec<String> = inner
             .entries
@@ -387,26 +406,33 @@ impl SchedulingQueue {
             .map(|(k, _)| k.clone())
             .collect();
         for key in keys {
-            if let Some(e) = inner.entries.remove(&key) {
-                let place = if e.backoff_until <= now {
-                    Place::Active
-                } else {
-                    Place::Backoff
-                };
-                let until = e.backoff_until;
-                self.place(inner, key.clone(), e.info, place, now);
-                if let Some(e) = inner.entries.get_mut(&key) {
-                    e.backoff_until = until;
-                }
-                if place == Place::Backoff {
-                    let generation = inner.entries[&key].generation;
-                    inner.backoff.push(BackoffItem {
-                        until: std::cmp::Reverse(until),
-                        key,
-                        generation,
-                    });
-                }
-            }
+            self.release(inner, key, now);
+        }
+    }
+
+    /// Moves one unschedulable pod to active, or to backoff until its
+    /// current backoff ends.
+    fn release(&self, inner: &mut Inner, key: String, now: Instant) {
+        let Some(e) = inner.entries.remove(&key) else {
+            return;
+        };
+        let place = if e.backoff_until <= now {
+            Place::Active
+        } else {
+            Place::Backoff
+        };
+        let until = e.backoff_until;
+        self.place(inner, key.clone(), e.info, place, now);
+        if let Some(e) = inner.entries.get_mut(&key) {
+            e.backoff_until = until;
+        }
+        if place == Place::Backoff {
+            let generation = inner.entries[&key].generation;
+            inner.backoff.push(BackoffItem {
+                until: std::cmp::Reverse(until),
+                key,
+                generation,
+            });
         }
     }
 

@@ -10,6 +10,19 @@ fn never(_: &PodInfo, _: &[&'static str], _: &Observed) -> bool {
     false
 }
 
+/// Queueing hints that say every event may help.
+fn always(_: &PodInfo, _: &[&'static str], _: &Observed) -> bool {
+    true
+}
+
+/// Queueing hints of a plugin "Fit" whose rejections only a change of the
+/// pod's own labels can undo.
+fn own_labels_help(_: &PodInfo, rejectors: &[&'static str], event: &Observed) -> bool {
+    rejectors == ["Fit"]
+        && event.event.resource == EventResource::TargetPod
+        && event.event.actions.intersects(ActionType::UPDATE_POD_LABEL)
+}
+
 /// A node-added event.
 fn node_added() -> Observed {
     Observed {
@@ -75,12 +88,12 @@ fn names(q: &SchedulingQueue) -> Vec<String> {
 #[tokio::test(start_paused = true)]
 async fn active_order_is_priority_then_arrival() {
     let q = queue();
-    q.add_or_update(pod("low", 0));
+    q.add_or_update(pod("low", 0), &always);
     tokio::time::advance(Duration::from_millis(1)).await;
-    q.add_or_update(pod("high", 10));
+    q.add_or_update(pod("high", 10), &always);
     tokio::time::advance(Duration::from_millis(1)).await;
-    q.add_or_update(pod("low2", 0));
-    q.add_or_update(pod("low", 0)); // an update keeps its place and timestamp
+    q.add_or_update(pod("low2", 0), &always);
+    q.add_or_update(pod("low", 0), &always); // an update keeps its place and timestamp
     assert_eq!(names(&q), ["high", "low", "low2"]);
 }
 
@@ -89,7 +102,7 @@ async fn backoff_doubles_to_ten_seconds() {
     let q = queue();
     let secs: Vec<u64> = (1..=6).map(|a| q.backoff_for(a).as_secs()).collect();
     assert_eq!(secs, [1, 2, 4, 8, 10, 10]);
-    q.add_or_update(pod("p", 0));
+    q.add_or_update(pod("p", 0), &always);
     let info = q.try_pop().unwrap();
     errored(&q, info);
     assert_eq!(q.lengths().backoff, 1);
@@ -107,8 +120,8 @@ async fn backoff_doubles_to_ten_seconds() {
 #[tokio::test(start_paused = true)]
 async fn unschedulable_pods_wait_for_an_event_or_five_minutes() {
     let q = queue();
-    q.add_or_update(pod("a", 0));
-    q.add_or_update(pod("b", 0));
+    q.add_or_update(pod("a", 0), &always);
+    q.add_or_update(pod("b", 0), &always);
     let a = q.try_pop().unwrap();
     let b = q.try_pop().unwrap();
     unschedulable(&q, a);
@@ -123,7 +136,7 @@ async fn unschedulable_pods_wait_for_an_event_or_five_minutes() {
         "backoff already over: straight to active"
     );
 
-    q.add_or_update(pod("c", 0));
+    q.add_or_update(pod("c", 0), &always);
     let c = q.try_pop().unwrap();
     unschedulable(&q, c);
     q.flush_unschedulable();
@@ -136,12 +149,12 @@ async fn unschedulable_pods_wait_for_an_event_or_five_minutes() {
 #[tokio::test(start_paused = true)]
 async fn an_event_during_backoff_waits_for_the_backoff_unless_nothing_is_active() {
     let q = queue();
-    q.add_or_update(pod("a", 0));
+    q.add_or_update(pod("a", 0), &always);
     let a = q.try_pop().unwrap();
     unschedulable(&q, a);
     q.move_all();
     assert_eq!(q.lengths().backoff, 1);
-    q.add_or_update(pod("b", 0));
+    q.add_or_update(pod("b", 0), &always);
     // b is active: a waits out its backoff behind it...
     assert_eq!(q.try_pop().unwrap().pod.name, "b");
     // ...and with nothing active it is popped early (SchedulerPopFromBackoffQ).
@@ -151,7 +164,7 @@ async fn an_event_during_backoff_waits_for_the_backoff_unless_nothing_is_active(
 #[tokio::test(start_paused = true)]
 async fn a_pod_backing_off_after_an_error_is_never_popped_early() {
     let q = queue();
-    q.add_or_update(pod("e", 0));
+    q.add_or_update(pod("e", 0), &always);
     let e = q.try_pop().unwrap();
     errored(&q, e);
     assert!(q.try_pop().is_none());
@@ -163,7 +176,7 @@ async fn a_pod_backing_off_after_an_error_is_never_popped_early() {
 async fn an_event_moves_only_the_pods_whose_rejectors_hints_say_it_may_help() {
     let q = queue();
     for name in ["fit", "taint", "anything"] {
-        q.add_or_update(pod(name, 0));
+        q.add_or_update(pod(name, 0), &always);
     }
     let popped: Vec<QueuedPodInfo> = std::iter::from_fn(|| q.try_pop()).collect();
     for info in popped {
@@ -195,7 +208,7 @@ async fn an_event_moves_only_the_pods_whose_rejectors_hints_say_it_may_help() {
 async fn an_event_seen_while_a_pod_was_in_flight_sends_it_to_backoff_if_it_may_help() {
     let q = queue();
     let always = |_: &PodInfo, _: &[&'static str], _: &Observed| true;
-    q.add_or_update(pod("helped", 0));
+    q.add_or_update(pod("helped", 0), &always);
     let helped = q.try_pop().unwrap();
     q.on_events(vec![node_added()], &always);
     q.requeue(helped, Retry::AfterEvent(vec!["Fit"]), &always);
@@ -205,7 +218,7 @@ async fn an_event_seen_while_a_pod_was_in_flight_sends_it_to_backoff_if_it_may_h
         "the node added during its attempt may fit it"
     );
 
-    q.add_or_update(pod("not-helped", 0));
+    q.add_or_update(pod("not-helped", 0), &always);
     let _ = q.try_pop().unwrap(); // helped, popped early: nothing is active
     let not_helped = q.try_pop().unwrap();
     q.on_events(vec![node_added()], &always);
@@ -222,14 +235,14 @@ async fn gated_pods_wait_outside_until_ungated_and_deletes_leave() {
     let q = queue();
     let mut gated = pod("g", 0);
     gated.labels.insert("gated".into(), "yes".into());
-    q.add_or_update(gated.clone());
+    q.add_or_update(gated.clone(), &always);
     assert_eq!(q.lengths().gated, 1);
     assert!(q.try_pop().is_none());
     gated.labels.clear();
-    q.add_or_update(gated);
+    q.add_or_update(gated, &always);
     assert_eq!(names(&q), ["g"]);
 
-    q.add_or_update(pod("d", 0));
+    q.add_or_update(pod("d", 0), &always);
     q.delete("ns", "d");
     assert!(q.try_pop().is_none());
     assert_eq!(q.lengths(), QueueLengths::default());
@@ -238,7 +251,7 @@ async fn gated_pods_wait_outside_until_ungated_and_deletes_leave() {
 #[tokio::test(start_paused = true)]
 async fn requeue_to_backoff_wakes_a_waiting_pop() {
     let q = Arc::new(queue());
-    q.add_or_update(pod("a", 0));
+    q.add_or_update(pod("a", 0), &always);
     let a = q.try_pop().unwrap();
     let q2 = q.clone();
     // The loop waits in `pop` on an empty queue while `a` is being bound.
@@ -252,23 +265,23 @@ async fn requeue_to_backoff_wakes_a_waiting_pop() {
 #[tokio::test(start_paused = true)]
 async fn unchanged_updates_keep_the_backoff_changed_ones_end_it() {
     let q = queue();
-    q.add_or_update(pod("a", 0));
+    q.add_or_update(pod("a", 0), &always);
     let a = q.try_pop().unwrap();
     errored(&q, a);
     // e.g. the PodScheduled condition placer wrote: nothing scheduling reads.
-    q.add_or_update(pod("a", 0));
+    q.add_or_update(pod("a", 0), &always);
     assert_eq!(q.lengths().backoff, 1);
     assert!(q.try_pop().is_none(), "still backing off");
     let mut changed = pod("a", 0);
     changed.labels.insert("app".into(), "x".into());
-    q.add_or_update(changed);
+    q.add_or_update(changed, &always);
     assert_eq!(names(&q), ["a"]);
 
     let b = pod("b", 0);
-    q.add_or_update(b.clone());
+    q.add_or_update(b.clone(), &always);
     let b_info = q.try_pop().unwrap();
     unschedulable(&q, b_info);
-    q.add_or_update(b);
+    q.add_or_update(b, &always);
     assert_eq!(
         q.lengths().unschedulable,
         1,
@@ -279,15 +292,16 @@ async fn unchanged_updates_keep_the_backoff_changed_ones_end_it() {
 #[tokio::test(start_paused = true)]
 async fn pods_in_flight_are_not_queued_twice_nor_requeued_once_deleted() {
     let q = queue();
-    q.add_or_update(pod("a", 0));
+    q.add_or_update(pod("a", 0), &always);
     let a = q.try_pop().unwrap();
     let mut changed = pod("a", 0);
     changed.labels.insert("app".into(), "x".into());
-    q.add_or_update(changed);
+    q.add_or_update(changed, &always);
     assert_eq!(q.lengths(), QueueLengths::default(), "a is in flight");
     assert!(q.try_pop().is_none());
-    // Unschedulable, but the pod changed meanwhile: backoff, with the update.
-    unschedulable(&q, a);
+    // Unschedulable, but the pod changed meanwhile in a way its rejector's
+    // hints say may help: backoff, with the update.
+    q.requeue(a, Retry::AfterEvent(vec!["Fit"]), &own_labels_help);
     assert_eq!(q.lengths().backoff, 1);
     tokio::time::advance(Duration::from_millis(1001)).await;
     let a = q.try_pop().unwrap();
@@ -301,17 +315,17 @@ async fn pods_in_flight_are_not_queued_twice_nor_requeued_once_deleted() {
         "deleted while in flight"
     );
 
-    q.add_or_update(pod("b", 0));
+    q.add_or_update(pod("b", 0), &always);
     let b = q.try_pop().unwrap();
     q.done(&b.pod);
-    q.add_or_update(pod("b", 0));
+    q.add_or_update(pod("b", 0), &always);
     assert_eq!(names(&q), ["b"], "a new version after done is queued again");
 }
 
 #[tokio::test(start_paused = true)]
 async fn pop_waits_for_backoff_and_new_pods() {
     let q = Arc::new(queue());
-    q.add_or_update(pod("a", 0));
+    q.add_or_update(pod("a", 0), &always);
     let a = q.pop().await;
     errored(&q, a);
     let started = Instant::now();
@@ -321,16 +335,16 @@ async fn pop_waits_for_backoff_and_new_pods() {
     let q2 = q.clone();
     let waiter = tokio::spawn(async move { q2.pop().await.pod.name.clone() });
     tokio::task::yield_now().await;
-    q.add_or_update(pod("late", 0));
+    q.add_or_update(pod("late", 0), &always);
     assert_eq!(waiter.await.unwrap(), "late");
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_relist_drops_pods_it_no_longer_lists() {
     let q = queue();
-    q.add_or_update(pod("flying-gone", 10));
+    q.add_or_update(pod("flying-gone", 10), &always);
     for name in ["kept", "gone", "nominated-gone"] {
-        q.add_or_update(pod(name, 0));
+        q.add_or_update(pod(name, 0), &always);
     }
     q.nominator().nominate(&pod("nominated-gone", 0), "n1");
     // The highest-priority pod is in flight when the relist arrives.
@@ -343,4 +357,43 @@ async fn a_relist_drops_pods_it_no_longer_lists() {
     errored(&q, popped);
     tokio::time::advance(Duration::from_secs(20)).await;
     assert_eq!(names(&q), ["kept"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_update_of_a_waiting_pod_retries_it_only_when_its_rejectors_hints_say_it_may_help() {
+    let q = queue();
+    q.add_or_update(pod("a", 0), &always);
+    let a = q.try_pop().unwrap();
+    unschedulable(&q, a);
+    tokio::time::advance(Duration::from_secs(2)).await;
+
+    let mut annotated = pod("a", 0);
+    annotated.annotations.insert("note".into(), "x".into());
+    q.add_or_update(annotated, &own_labels_help);
+    assert_eq!(
+        q.lengths().unschedulable,
+        1,
+        "an annotation cannot undo Fit's rejection"
+    );
+    let mut relabelled = pod("a", 0);
+    relabelled.annotations.insert("note".into(), "x".into());
+    relabelled.labels.insert("app".into(), "x".into());
+    q.add_or_update(relabelled, &own_labels_help);
+    let a = q.try_pop().expect("retried at once: its backoff is over");
+    assert_eq!(a.pod.labels.get("app").map(String::as_str), Some("x"));
+    assert_eq!(
+        a.pod.annotations.get("note").map(String::as_str),
+        Some("x"),
+        "the update that did not help was kept"
+    );
+
+    // The same while in flight: a change that cannot help leaves it
+    // unschedulable.
+    let mut annotated_again = (*a.pod).clone();
+    annotated_again
+        .annotations
+        .insert("note".into(), "y".into());
+    q.add_or_update(annotated_again, &own_labels_help);
+    q.requeue(a, Retry::AfterEvent(vec!["Fit"]), &own_labels_help);
+    assert_eq!(q.lengths().unschedulable, 1);
 }
