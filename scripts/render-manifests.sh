@@ -46,7 +46,8 @@ collect() {
     echo "kind: Kustomization"
     echo "resources:"
     # The order kubectl needs: the namespace and identities before what uses them.
-    for name in namespace.yaml serviceaccount.yaml rbac.yaml configmap.yaml deployment.yaml service.yaml pdb.yaml; do
+    for name in namespace.yaml serviceaccount.yaml rbac.yaml reader-roles.yaml configmap.yaml deployment.yaml \
+      service.yaml pdb.yaml networkpolicy.yaml; do
       [[ " ${files[*]} " == *" $name "* ]] && echo "  - $name"
     done
     if [ -n "$image" ]; then
@@ -59,8 +60,14 @@ collect() {
   } >"$to/kustomization.yaml"
 }
 
-render base placer --set mode=extender --set namespace.create=true --set scheduler.enabled=true
-render standalone placer-standalone --set mode=standalone
+# The NetworkPolicy is on in manifests/: only the second kube-scheduler and a Prometheus in the
+# namespace "monitoring" reach placer (adjust; manifests/README.md).
+prometheus=(--set networkPolicy.enabled=true
+  --set 'networkPolicy.metricsPeers[0].namespaceSelector.matchLabels.kubernetes\.io/metadata\.name=monitoring'
+  --set 'networkPolicy.metricsPeers[0].podSelector.matchLabels.app\.kubernetes\.io/name=prometheus')
+render base placer --set mode=extender --set namespace.create=true --set scheduler.enabled=true "${prometheus[@]}"
+# The standalone release reads through the base release's reader roles.
+render standalone placer-standalone --set mode=standalone --set rbac.readerRoles=false "${prometheus[@]}"
 collect "$work/base/placer/templates" "$out" \
   "Base: the namespace and placer in extender mode.  kubectl apply -k manifests/" image
 collect "$work/base/placer/templates/scheduler" "$out/scheduler" \
@@ -69,14 +76,15 @@ collect "$work/standalone/placer/templates" "$out/standalone" \
   "placer as a standalone scheduler with leader election (schedulerName placer); needs the namespace.  kubectl apply -k manifests/standalone/" image
 
 if $check; then
-  if ! diff -ru -x README.md manifests "$out" >"$work/diff"; then
+  # manifests/mtls/ is a hand-written kustomize Component over the rendered files (README, "Security").
+  if ! diff -ru -x README.md -x mtls manifests "$out" >"$work/diff"; then
     cat "$work/diff" >&2
     echo "render-manifests: manifests/ differs from charts/placer; run scripts/render-manifests.sh" >&2
     exit 1
   fi
   echo "render-manifests: manifests/ matches charts/placer"
 else
-  find manifests -name '*.yaml' -delete
+  find manifests -path manifests/mtls -prune -o -name '*.yaml' -print0 | xargs -0 rm -f
   cp -r "$out/." manifests/
   echo "render-manifests: manifests/ rendered from charts/placer"
 fi

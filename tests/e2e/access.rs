@@ -78,7 +78,7 @@ struct Identities {
 
 impl Identities {
     async fn new(env: &TestEnv) -> anyhow::Result<Self> {
-        let extender = shipped_rules_in("manifests/rbac.yaml", "ClusterRole", "placer-extender")?;
+        let extender = shipped_rules_in("manifests/rbac.yaml", "ClusterRole", "placer")?;
         let reader = shipped_rules_in(
             "manifests/reader-roles.yaml",
             "ClusterRole",
