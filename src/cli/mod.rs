@@ -210,6 +210,20 @@ pub struct ServeArgs {
     /// How often candidates try to take the Lease and the leader renews it.
     #[arg(long, default_value = "2s", value_parser = parse_duration)]
     pub leader_elect_retry_period: Duration,
+    /// Standalone: the first backoff of a pod that failed, in seconds; it
+    /// doubles per attempt up to --pod-max-backoff-seconds
+    /// (KubeSchedulerConfiguration's podInitialBackoffSeconds).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    pub pod_initial_backoff_seconds: u64,
+    /// Standalone: the longest backoff, in seconds, at least
+    /// --pod-initial-backoff-seconds (podMaxBackoffSeconds).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    pub pod_max_backoff_seconds: u64,
+    /// Standalone: how long an unschedulable pod waits for an event that may
+    /// help before it is tried again anyway (a Go duration, as
+    /// kube-scheduler's flag).
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    pub pod_max_in_unschedulable_pods_duration: Duration,
     /// Serve HTTPS with this certificate chain (PEM); reloaded when it changes.
     #[arg(long, requires = "tls_key_file")]
     pub tls_cert_file: Option<PathBuf>,

@@ -15,6 +15,7 @@ use crate::explain::{self, Diagnoses, Explainer, InTree, PendingPods};
 use crate::metrics::Metrics;
 use crate::modes::extender::{Binder, ExtenderState, Settings};
 use crate::modes::standalone::leader::{self, ElectionConfig};
+use crate::modes::standalone::queue::QueueTimings;
 use crate::modes::standalone::scheduler::Standalone;
 use crate::ops::access::{Access, AccessSettings, AlwaysAllow, ReviewSettings, Reviewer, Scheme};
 use crate::ops::policy_reload::PolicyReloader;
@@ -40,6 +41,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     ));
 
     let compiled = CompiledPolicy::new(policy::load(&args.policy)?);
+    let queue_timings = queue_timings(&args)?;
     if args.mode.schedules() && args.snapshot.is_some() {
         bail!(
             "--mode {:?} binds pods and needs an API server; --snapshot only works in extender mode",
@@ -168,8 +170,9 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             } else {
                 None
             };
-            let mut standalone = Standalone::new(client, state.clone(), &identity)
-                .with_diagnoses(explainer.diagnoses.clone());
+            let mut standalone =
+                Standalone::with_timings(client, state.clone(), &identity, queue_timings)
+                    .with_diagnoses(explainer.diagnoses.clone());
             if explain_pods(&args) {
                 standalone = standalone.feeding(PendingFeed {
                     pending: explainer.pending.clone(),
@@ -448,8 +451,30 @@ fn unique_id() -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// The scheduling queue's backoff and flush from the flags, checked as
+/// kube-scheduler validates podInitialBackoffSeconds and podMaxBackoffSeconds.
+fn queue_timings(args: &ServeArgs) -> anyhow::Result<QueueTimings> {
+    if args.pod_max_backoff_seconds < args.pod_initial_backoff_seconds {
+        bail!(
+            "--pod-max-backoff-seconds ({}) must be at least --pod-initial-backoff-seconds ({})",
+            args.pod_max_backoff_seconds,
+            args.pod_initial_backoff_seconds
+        );
+    }
+    if args.pod_max_in_unschedulable_pods_duration.is_zero() {
+        bail!("--pod-max-in-unschedulable-pods-duration must be greater than 0");
+    }
+    Ok(QueueTimings {
+        initial_backoff: Duration::from_secs(args.pod_initial_backoff_seconds),
+        max_backoff: Duration::from_secs(args.pod_max_backoff_seconds),
+        max_unschedulable: args.pod_max_in_unschedulable_pods_duration,
+    })
+}
+
 #[cfg(test)]
 mod tests {
+    use clap::Parser;
+
     use super::*;
 
     #[test]
@@ -458,5 +483,63 @@ mod tests {
         assert_eq!(a.len(), 16);
         assert!(a.chars().all(|c| c.is_ascii_hexdigit()));
         assert_ne!(a, b);
+    }
+
+    fn serve_args(flags: &[&str]) -> ServeArgs {
+        let argv = ["placer", "serve"].iter().chain(flags);
+        match super::super::Cli::try_parse_from(argv) {
+            Ok(super::super::Cli {
+                command: super::super::Command::Serve(args),
+                ..
+            }) => args,
+            other => panic!("not serve: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn queue_timings_default_to_kube_schedulers() {
+        let timings = queue_timings(&serve_args(&[])).unwrap();
+        assert_eq!(timings.initial_backoff, Duration::from_secs(1));
+        assert_eq!(timings.max_backoff, Duration::from_secs(10));
+        assert_eq!(timings.max_unschedulable, Duration::from_secs(300));
+    }
+
+    #[test]
+    fn queue_timings_come_from_kube_schedulers_names() {
+        let timings = queue_timings(&serve_args(&[
+            "--pod-initial-backoff-seconds=2",
+            "--pod-max-backoff-seconds=30",
+            "--pod-max-in-unschedulable-pods-duration=90s",
+        ]))
+        .unwrap();
+        assert_eq!(timings.initial_backoff, Duration::from_secs(2));
+        assert_eq!(timings.max_backoff, Duration::from_secs(30));
+        assert_eq!(timings.max_unschedulable, Duration::from_secs(90));
+    }
+
+    #[test]
+    fn contradictory_queue_timings_are_refused() {
+        let err = queue_timings(&serve_args(&[
+            "--pod-initial-backoff-seconds=20",
+            "--pod-max-backoff-seconds=10",
+        ]))
+        .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("--pod-max-backoff-seconds (10) must be at least")
+        );
+        let err = queue_timings(&serve_args(&[
+            "--pod-max-in-unschedulable-pods-duration=0s",
+        ]))
+        .unwrap_err();
+        assert!(err.to_string().contains("greater than 0"));
+        assert!(
+            super::super::Cli::try_parse_from([
+                "placer",
+                "serve",
+                "--pod-initial-backoff-seconds=0"
+            ])
+            .is_err()
+        );
     }
 }

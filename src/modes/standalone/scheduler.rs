@@ -75,8 +75,19 @@ pub struct Standalone {
 }
 
 impl Standalone {
-    /// Prepares the loop; `identity` names this replica in events.
+    /// Prepares the loop with kube-scheduler's default backoff and flush;
+    /// `identity` names this replica in events.
     pub fn new(client: Client, state: AppState, identity: &str) -> Self {
+        Self::with_timings(client, state, identity, QueueTimings::default())
+    }
+
+    /// Prepares the loop with the queue's backoff and flush `timings`.
+    pub fn with_timings(
+        client: Client,
+        state: AppState,
+        identity: &str,
+        timings: QueueTimings,
+    ) -> Self {
         let sort = state.policy.load().queue_sort();
         let policy = state.policy.clone();
         let pre_enqueue: PreEnqueue = Arc::new(move |pod: &PodInfo| {
@@ -86,11 +97,7 @@ impl Standalone {
                 .map_or_else(Status::success, |f| f.pre_enqueue(pod))
         });
         Standalone {
-            queue: Arc::new(SchedulingQueue::new(
-                sort,
-                pre_enqueue,
-                QueueTimings::default(),
-            )),
+            queue: Arc::new(SchedulingQueue::new(sort, pre_enqueue, timings)),
             reporter: Arc::new(Reporter::new(client.clone(), "placer", identity)),
             waiting: Arc::default(),
             evictor: Arc::new(Evictor::new(client.clone())),
