@@ -210,7 +210,7 @@ async fn watch_keyed<K, R>(client: &Client, cache: &Arc<Cache>, kind: &'static s
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
     K::DynamicType: Default,
-    R: Stored + for<'a> From<&'a K>,
+    R: Stored + for<'a> From<&'a K> + Send + 'static,
 {
     let sink = Sink {
         kind,
@@ -264,16 +264,21 @@ async fn feed<K, R>(
     delay: Duration,
 ) where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
+    R: Send + 'static,
 {
     let health = cache.watches().kind(sink.kind);
-    let (tx, mut rx) = tokio::sync::mpsc::channel::<(Instant, Step<K>)>(1024);
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<(Instant, Step<K, R>)>(1024);
     // The loop runs on its own task and stamps each step on arrival, so a
     // delay shifts every event by the same amount instead of stacking up.
-    tokio::spawn(watch_stream::run(
+    // Listed pages are converted as they arrive (the start-up and relist
+    // peak is one page of API objects, not the whole list).
+    let convert = sink.convert;
+    tokio::spawn(watch_stream::run_converting(
         api,
         fields.map(str::to_owned),
         health,
         tx,
+        move |k: K| convert(&k),
     ));
     while let Some((arrived, step)) = rx.recv().await {
         if !delay.is_zero() {
@@ -286,13 +291,13 @@ async fn feed<K, R>(
 /// Applies one step under the write lock and reports the node it changed
 /// (a relist: everything) to the change feed, and the cluster event to the
 /// event feed (a relist: a wildcard event), before the lock is released.
-fn apply_step<K, R>(cache: &Cache, sink: &Sink<K, R>, step: Step<K>) {
+fn apply_step<K, R>(cache: &Cache, sink: &Sink<K, R>, step: Step<K, R>) {
     let events = cache.events().is_enabled();
     let mut state = cache.write();
     let applied = match step {
         Step::Listed(all) => {
             let count = all.len();
-            (sink.replace)(&mut state, all.iter().map(sink.convert).collect());
+            (sink.replace)(&mut state, all);
             cache.changes().everything();
             cache.events().push(Observed::wildcard());
             drop(state);

@@ -40,10 +40,11 @@ const MIN_HEALTHY_WATCH: Duration = Duration::from_secs(1);
 /// Objects per list page.
 const PAGE_SIZE: u32 = 500;
 
-/// What the loop hands to its consumer.
-pub enum Step<K> {
+/// What the loop hands to its consumer: listed objects already converted
+/// to `L` (see [`run_converting`]), watched ones as they came.
+pub enum Step<K, L = K> {
     /// A full list: replaces every object of the kind.
-    Listed(Vec<K>),
+    Listed(Vec<L>),
     /// An object added or changed.
     Applied(K),
     /// An object deleted.
@@ -99,6 +100,23 @@ pub async fn run<K>(
 ) where
     K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
 {
+    run_converting(api, fields, health, out, |k| k).await;
+}
+
+/// [`run`], with every listed object converted by `convert` as its page
+/// arrives: a (re)list then holds at most one page of full objects beside
+/// the converted records, instead of the whole cluster as API objects.
+pub async fn run_converting<K, L, F>(
+    api: Api<K>,
+    fields: Option<String>,
+    health: Arc<WatchHealth>,
+    out: mpsc::Sender<(Instant, Step<K, L>)>,
+    convert: F,
+) where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+    L: Send + 'static,
+    F: Fn(K) -> L + Send + 'static,
+{
     let mut list = ListParams::default().limit(PAGE_SIZE);
     let mut watch = WatchParams::default().timeout(WATCH_TIMEOUT_SECS);
     if let Some(f) = fields.as_deref() {
@@ -108,7 +126,7 @@ pub async fn run<K>(
     let on = |step| out.send((Instant::now(), step));
     let mut backoff = Backoff::default();
     loop {
-        let (items, mut version) = match list_all(&api, &list).await {
+        let (items, mut version) = match list_all(&api, &list, &convert).await {
             Ok(page) => page,
             Err(e) => {
                 health.failed(&e);
@@ -219,8 +237,13 @@ enum Outcome {
     Failed(String),
 }
 
-/// Every page of a list, and the list's resource version.
-async fn list_all<K>(api: &Api<K>, params: &ListParams) -> kube::Result<(Vec<K>, String)>
+/// Every page of a list, each converted and dropped as it arrives, and the
+/// list's resource version.
+async fn list_all<K, L>(
+    api: &Api<K>,
+    params: &ListParams,
+    convert: &impl Fn(K) -> L,
+) -> kube::Result<(Vec<L>, String)>
 where
     K: Resource + Clone + DeserializeOwned + Debug,
 {
@@ -228,7 +251,7 @@ where
     let mut items = Vec::new();
     loop {
         let page = api.list(&params).await?;
-        items.extend(page.items);
+        items.extend(page.items.into_iter().map(convert));
         match page.metadata.continue_.filter(|c| !c.is_empty()) {
             Some(token) => params.continue_token = Some(token),
             None => return Ok((items, page.metadata.resource_version.unwrap_or_default())),
@@ -238,7 +261,75 @@ where
 
 #[cfg(test)]
 mod tests {
+    use std::convert::Infallible;
+    use std::sync::Mutex;
+
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::client::Body;
+
     use super::*;
+
+    /// A list of two pages, recording in `log` each page request as it
+    /// comes; a narrow stand-in for the API server's paging.
+    fn paged_api(log: Arc<Mutex<Vec<String>>>) -> Api<ConfigMap> {
+        let service = tower::service_fn(move |req: http::Request<Body>| {
+            let log = log.clone();
+            async move {
+                let second = req
+                    .uri()
+                    .query()
+                    .unwrap_or_default()
+                    .contains("continue=next");
+                if let Ok(mut log) = log.lock() {
+                    log.push(if second { "page 2" } else { "page 1" }.to_owned());
+                }
+                let body = if second {
+                    r#"{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"7"},
+                        "items":[{"metadata":{"name":"c"}}]}"#
+                } else {
+                    r#"{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"continue":"next"},
+                        "items":[{"metadata":{"name":"a"}},{"metadata":{"name":"b"}}]}"#
+                };
+                let reply = http::Response::builder()
+                    .status(200)
+                    .header("content-type", "application/json")
+                    .body(Body::from(body.as_bytes().to_vec()))
+                    .expect("a static response");
+                Ok::<_, Infallible>(reply)
+            }
+        });
+        Api::all(kube::Client::new(service, "default"))
+    }
+
+    #[tokio::test]
+    async fn each_listed_page_is_converted_before_the_next_is_fetched() {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let api = paged_api(log.clone());
+        let convert = |c: ConfigMap| {
+            let name = c.metadata.name.unwrap_or_default();
+            if let Ok(mut log) = log.lock() {
+                log.push(format!("converted {name}"));
+            }
+            name
+        };
+        let (names, version) = list_all(&api, &ListParams::default().limit(2), &convert)
+            .await
+            .unwrap();
+        assert_eq!(names, ["a", "b", "c"]);
+        assert_eq!(version, "7");
+        let log = log.lock().unwrap().clone();
+        assert_eq!(
+            log,
+            [
+                "page 1",
+                "converted a",
+                "converted b",
+                "page 2",
+                "converted c"
+            ],
+            "a page's objects must be converted (and dropped) before the next page"
+        );
+    }
 
     #[test]
     fn backoff_is_short_jittered_and_capped() {
