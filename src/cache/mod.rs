@@ -23,6 +23,7 @@
 pub mod changes;
 pub mod events;
 pub mod generations;
+pub mod lean;
 pub mod node_inputs;
 mod objects;
 pub mod published;

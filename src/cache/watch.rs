@@ -28,6 +28,7 @@ use tracing::info;
 use crate::cache::events::{
     ActionType, Change, ClusterEvent, EventResource, Observed, node_update, pod_update,
 };
+use crate::cache::lean::Lean;
 use crate::cache::watch_stream::{self, Step};
 use crate::cache::{Cache, ClusterState, Stored};
 use crate::objects::namespace::NamespaceInfo;
@@ -72,7 +73,7 @@ struct Sink<K, R> {
 pub async fn watch_nodes(client: Client, cache: Arc<Cache>, delay: Duration) {
     let sink = Sink {
         kind: "node",
-        convert: |n: &Node| NodeInfo::from(n),
+        convert: |n: &Lean<Node>| NodeInfo::from(&n.0),
         apply: |s, n, events| {
             let name = n.name.clone();
             let old = events.then(|| s.node(&name).cloned()).flatten();
@@ -96,8 +97,8 @@ pub async fn watch_nodes(client: Client, cache: Arc<Cache>, delay: Duration) {
                 ..Applied::default()
             }
         },
-        delete: |s, n: &Node, events| {
-            let Some(name) = n.metadata.name.as_deref() else {
+        delete: |s, n: &Lean<Node>, events| {
+            let Some(name) = n.0.metadata.name.as_deref() else {
                 return Applied::default();
             };
             let old = s.node(name).cloned();
@@ -122,7 +123,7 @@ pub async fn watch_nodes(client: Client, cache: Arc<Cache>, delay: Duration) {
 pub async fn watch_pods(client: Client, cache: Arc<Cache>, delay: Duration) {
     let sink = Sink {
         kind: "pod",
-        convert: |p: &Pod| PodInfo::from(p),
+        convert: |p: &Lean<Pod>| PodInfo::from(&p.0),
         apply: |s, p, events| {
             if !events {
                 return Applied {
@@ -140,8 +141,8 @@ pub async fn watch_pods(client: Client, cache: Arc<Cache>, delay: Duration) {
                 ..Applied::default()
             }
         },
-        delete: |s, p: &Pod, events| {
-            let meta = &p.metadata;
+        delete: |s, p: &Lean<Pod>, events| {
+            let meta = &p.0.metadata;
             let (namespace, name) = (
                 meta.namespace.as_deref().unwrap_or(""),
                 meta.name.as_deref().unwrap_or(""),

@@ -22,6 +22,7 @@ use tracing::info;
 
 use super::Diagnoses;
 use crate::cache::Cache;
+use crate::cache::lean::Lean;
 use crate::cache::watch_stream::{self, Step};
 use crate::objects::PodInfo;
 
@@ -146,21 +147,23 @@ impl PendingFeed {
 /// `pendingpod` in `cache`'s watch health. Only for modes that do not
 /// schedule: the scheduler's watch feeds the store otherwise.
 pub async fn watch(client: Client, cache: Arc<Cache>, feed: PendingFeed) {
-    let api: Api<Pod> = Api::all(client);
+    // Decoded without managedFields; listed pages converted as they arrive.
+    let api: Api<Lean<Pod>> = Api::all(client);
     let health = cache.watches().kind("pendingpod");
-    let (tx, mut rx) = tokio::sync::mpsc::channel::<(Instant, Step<Pod>)>(1024);
-    tokio::spawn(watch_stream::run(
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<(Instant, Step<Lean<Pod>, PodInfo>)>(1024);
+    tokio::spawn(watch_stream::run_converting(
         api,
         Some(UNASSIGNED_PODS.to_owned()),
         health,
         tx,
+        |p: Lean<Pod>| PodInfo::from(&p.0),
     ));
     while let Some((_, step)) = rx.recv().await {
         match step {
-            Step::Listed(all) => feed.listed(all.iter().map(PodInfo::from).collect()),
-            Step::Applied(p) => feed.applied(PodInfo::from(&p)),
+            Step::Listed(all) => feed.listed(all),
+            Step::Applied(p) => feed.applied(PodInfo::from(&p.0)),
             Step::Deleted(p) => {
-                let pod = PodInfo::from(&p);
+                let pod = PodInfo::from(&p.0);
                 feed.deleted(&pod.namespace, &pod.name);
             }
         }

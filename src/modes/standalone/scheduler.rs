@@ -25,6 +25,7 @@ use super::sample::{NodeSearch, Search};
 use super::view::{CycleView, slot_selector_labels};
 use crate::cache::Cache;
 use crate::cache::events::Observed;
+use crate::cache::lean::Lean;
 use crate::cache::watch_stream::{self, Step};
 use crate::explain::Diagnoses;
 use crate::explain::pending::PendingFeed;
@@ -466,23 +467,26 @@ async fn watch_unscheduled(
     queue: Arc<SchedulingQueue>,
     pending: Option<PendingFeed>,
 ) {
-    let api: Api<Pod> = Api::all(client);
+    // Decoded without managedFields; listed pages converted as they arrive.
+    let api: Api<Lean<Pod>> = Api::all(client);
     // Its own kind, not the `pendingpod` of /explain's watch in extender mode: the metrics
     // then show that only one of the two runs.
     let health = state.cache.watches().kind("unassignedpod");
-    let (tx, mut rx) = tokio::sync::mpsc::channel::<(std::time::Instant, Step<Pod>)>(1024);
-    tokio::spawn(watch_stream::run(
+    let (tx, mut rx) =
+        tokio::sync::mpsc::channel::<(std::time::Instant, Step<Lean<Pod>, PodInfo>)>(1024);
+    tokio::spawn(watch_stream::run_converting(
         api,
         Some(UNASSIGNED_PODS.to_owned()),
         health,
         tx,
+        |p: Lean<Pod>| PodInfo::from(&p.0),
     ));
     while let Some((_, step)) = rx.recv().await {
         match step {
             Step::Listed(all) => {
                 let mut relisted = HashSet::with_capacity(all.len());
                 let mut listed = Vec::new();
-                for p in &all {
+                for p in all {
                     let pod = offer(&state, &queue, p);
                     relisted.insert(pod.key());
                     if pending.is_some() {
@@ -501,13 +505,13 @@ async fn watch_unscheduled(
                 }
             }
             Step::Applied(p) => {
-                let pod = offer(&state, &queue, &p);
+                let pod = offer(&state, &queue, PodInfo::from(&p.0));
                 if let Some(feed) = &pending {
                     feed.applied(pod);
                 }
             }
             Step::Deleted(p) => {
-                let pod = PodInfo::from(&p);
+                let pod = PodInfo::from(&p.0);
                 queue.delete(&pod.namespace, &pod.name);
                 if let Some(feed) = &pending {
                     feed.deleted(&pod.namespace, &pod.name);
@@ -518,8 +522,7 @@ async fn watch_unscheduled(
 }
 
 /// Queues (or requeues, or drops) one unassigned pod seen by the watch.
-fn offer(state: &AppState, queue: &SchedulingQueue, p: &Pod) -> PodInfo {
-    let pod = PodInfo::from(p);
+fn offer(state: &AppState, queue: &SchedulingQueue, pod: PodInfo) -> PodInfo {
     // A late event of a pod placer already bound (in the cache with a
     // node, no longer in flight) must not queue it a second time.
     let placed = state
@@ -531,10 +534,7 @@ fn offer(state: &AppState, queue: &SchedulingQueue, p: &Pod) -> PodInfo {
         return pod;
     }
     let policy = state.policy.load();
-    if policy.profile(&pod.scheduler_name).is_some()
-        && !pod.is_terminal()
-        && p.metadata.deletion_timestamp.is_none()
-    {
+    if policy.profile(&pod.scheduler_name).is_some() && !pod.is_terminal() && !pod.deleting {
         queue.add_or_update(pod.clone(), &|pod, rejectors, event| {
             worth_retrying(&policy, pod, rejectors, event)
         });
