@@ -285,7 +285,7 @@ pub fn pod_update(old: &PodInfo, new: &PodInfo) -> ActionType {
     if old.labels != new.labels {
         actions = actions | ActionType::UPDATE_POD_LABEL;
     }
-    let (before, after) = (&old.spec.requests, &new.spec.requests);
+    let (before, after) = (&old.spec.counted, &new.spec.counted);
     let pairs = [
         (before.milli_cpu, after.milli_cpu),
         (before.memory, after.memory),

@@ -7,11 +7,12 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{Affinity, Toleration, TopologySpreadConstraint};
 use serde::Deserialize;
 
+use super::requests::{ContainerResources, PodResources};
 use super::{
     ContainerView, ControllerRef, PREEMPT_NEVER, PodInfo, PodSpecInfo, PreemptionInfo, VolumeClaim,
-    host_port, requests_and_ports,
+    host_port, requests_and_ports, resize_infeasible,
 };
-use crate::objects::resources::Resources;
+use crate::objects::resources::{RequestList, Resources};
 
 /// Decodes a Pod in Kubernetes' JSON form (camelCase keys) straight into a
 /// [`PodInfo`]. `null` is accepted wherever a field may be absent.
@@ -26,8 +27,8 @@ impl<'de> Deserialize<'de> for PodInfo {
             spec.node_name.take(),
             spec.preemption_policy.take(),
         );
-        let status = wire.status.unwrap_or_default();
-        let spec_info = spec.info(meta.name.as_deref().unwrap_or(""));
+        let mut status = wire.status.unwrap_or_default();
+        let spec_info = spec.info(meta.name.as_deref().unwrap_or(""), &mut status);
         Ok(PodInfo {
             name: meta.name.unwrap_or_default(),
             namespace: meta.namespace.unwrap_or_default(),
@@ -105,6 +106,7 @@ struct WireSpec {
     containers: Option<Vec<WireContainer>>,
     init_containers: Option<Vec<WireContainer>>,
     overhead: Option<Resources>,
+    resources: Option<WireResources>,
     topology_spread_constraints: Option<Vec<TopologySpreadConstraint>>,
     scheduling_gates: Option<Vec<WireName>>,
     volumes: Option<Vec<WireVolume>>,
@@ -113,6 +115,8 @@ struct WireSpec {
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
 struct WireContainer {
+    #[serde(default)]
+    name: String,
     resources: Option<WireResources>,
     ports: Option<Vec<WirePort>>,
     restart_policy: Option<String>,
@@ -120,7 +124,7 @@ struct WireContainer {
 
 #[derive(Deserialize, Default)]
 struct WireResources {
-    requests: Option<Resources>,
+    requests: Option<RequestList>,
 }
 
 #[derive(Deserialize)]
@@ -153,45 +157,84 @@ struct WireClaim {
 }
 
 impl WireContainer {
-    fn view(&self) -> ContainerView {
-        ContainerView {
-            requests: self
-                .resources
-                .as_ref()
-                .and_then(|r| r.requests.clone())
-                .unwrap_or_default(),
-            ports: self
-                .ports
-                .iter()
-                .flatten()
-                .filter_map(|p| host_port(p.host_port, p.protocol.as_deref(), p.host_ip.as_deref()))
-                .collect(),
-            sidecar: self.restart_policy.as_deref() == Some("Always"),
-        }
+    fn view(&self, statuses: &[WireContainerStatus]) -> (ContainerView, ContainerResources) {
+        let status = statuses.iter().find(|s| s.name == self.name);
+        (
+            ContainerView {
+                ports: self
+                    .ports
+                    .iter()
+                    .flatten()
+                    .filter_map(|p| {
+                        host_port(p.host_port, p.protocol.as_deref(), p.host_ip.as_deref())
+                    })
+                    .collect(),
+            },
+            ContainerResources {
+                requests: self
+                    .resources
+                    .as_ref()
+                    .and_then(|r| r.requests.clone())
+                    .unwrap_or_default(),
+                allocated: status.and_then(|s| s.allocated_resources.clone()),
+                actuated: status
+                    .and_then(|s| s.resources.as_ref())
+                    .and_then(|r| r.requests.clone()),
+                sidecar: self.restart_policy.as_deref() == Some("Always"),
+            },
+        )
     }
 }
 
 impl WireSpec {
-    fn info(self, pod_name: &str) -> PodSpecInfo {
-        let containers: Vec<_> = self
+    /// The spec's view; the status gives the resize resources (taken from it).
+    fn info(self, pod_name: &str, status: &mut WireStatus) -> PodSpecInfo {
+        // `findContainerStatus`: container statuses first, then init ones.
+        let statuses: Vec<WireContainerStatus> = status
+            .container_statuses
+            .take()
+            .into_iter()
+            .flatten()
+            .chain(status.init_container_statuses.take().into_iter().flatten())
+            .collect();
+        let (views, containers): (Vec<_>, Vec<_>) = self
             .containers
             .iter()
             .flatten()
-            .map(WireContainer::view)
-            .collect();
-        let init: Vec<_> = self
+            .map(|c| c.view(&statuses))
+            .unzip();
+        let (init_views, init_containers): (Vec<_>, Vec<_>) = self
             .init_containers
             .iter()
             .flatten()
-            .map(WireContainer::view)
-            .collect();
-        let r = requests_and_ports(&containers, &init, &self.overhead.unwrap_or_default());
+            .map(|c| c.view(&statuses))
+            .unzip();
+        let pod_status_resources = status.resources.take();
+        let resources = PodResources {
+            containers,
+            init_containers,
+            overhead: self.overhead.unwrap_or_default(),
+            pod_requests: self.resources.and_then(|r| r.requests),
+            pod_allocated: status.allocated_resources.take(),
+            pod_status_resources: pod_status_resources.is_some(),
+            pod_actuated: pod_status_resources.and_then(|r| r.requests),
+            resize_infeasible: resize_infeasible(
+                status
+                    .conditions
+                    .iter()
+                    .flatten()
+                    .map(|c| (c.kind.as_str(), c.reason.as_deref())),
+            ),
+        };
+        let r = requests_and_ports(&views, &init_views, &resources);
         PodSpecInfo {
             node_selector: self.node_selector.unwrap_or_default(),
             affinity: self.affinity,
             tolerations: self.tolerations.unwrap_or_default(),
-            requests: r.requests,
-            non_zero_requests: r.non_zero,
+            requests: r.requests.spec,
+            counted: r.requests.counted,
+            non_zero_requests: r.requests.non_zero,
+            scoring_requests: r.requests.scoring,
             host_ports: r.host_ports,
             topology_spread_constraints: self.topology_spread_constraints.unwrap_or_default(),
             scheduling_gates: self
@@ -220,4 +263,26 @@ struct WireStatus {
     phase: Option<String>,
     nominated_node_name: Option<String>,
     start_time: Option<String>,
+    allocated_resources: Option<RequestList>,
+    resources: Option<WireResources>,
+    container_statuses: Option<Vec<WireContainerStatus>>,
+    init_container_statuses: Option<Vec<WireContainerStatus>>,
+    conditions: Option<Vec<WireCondition>>,
+}
+
+/// The resize resources of one container's status.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireContainerStatus {
+    #[serde(default)]
+    name: String,
+    allocated_resources: Option<RequestList>,
+    resources: Option<WireResources>,
+}
+
+#[derive(Deserialize)]
+struct WireCondition {
+    #[serde(rename = "type", default)]
+    kind: String,
+    reason: Option<String>,
 }

@@ -47,10 +47,10 @@ impl ScoredResource {
 
     /// The pod's request for this resource (non-zero for cpu and memory).
     pub(super) fn pod_request(&self, spec: &PodSpecInfo) -> i64 {
-        let requests = &spec.requests;
+        let requests = &spec.scoring_requests;
         match self {
-            ScoredResource::Cpu => spec.non_zero_requests.milli_cpu,
-            ScoredResource::Memory => spec.non_zero_requests.memory,
+            ScoredResource::Cpu => requests.milli_cpu,
+            ScoredResource::Memory => requests.memory,
             ScoredResource::EphemeralStorage => requests.ephemeral_storage,
             ScoredResource::Scalar(name) => requests.scalar.get(name).copied().unwrap_or(0),
             ScoredResource::Untracked => 0,
