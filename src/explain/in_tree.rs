@@ -346,7 +346,6 @@ mod tests {
                 "NodeVolumeLimits",
                 "VolumeZone",
                 "DynamicResources",
-                "ImageLocality",
                 "NodeDeclaredFeatures"
             ]
         );

@@ -141,6 +141,8 @@ registry! {
     default_binder: DefaultBinder(DefaultBinderArgs);
     /// NodeResourcesBalancedAllocation.
     balanced_allocation: BalancedAllocation(BalancedAllocationArgs);
+    /// ImageLocality.
+    image_locality: ImageLocality(ImageLocalityArgs);
 }
 
 /// The queue order when no profile enables a QueueSort plugin: PrioritySort,
@@ -155,7 +157,7 @@ mod tests {
 
     #[test]
     fn every_listed_plugin_defaults_builds_and_names_itself() {
-        assert_eq!(PLUGIN_NAMES.len(), 17);
+        assert_eq!(PLUGIN_NAMES.len(), 18);
         for &name in PLUGIN_NAMES {
             let args = PluginArgs::default_for(name).unwrap();
             assert_eq!(args.plugin_name(), name);

@@ -11,6 +11,7 @@ use super::{
     ContainerView, ControllerRef, PREEMPT_NEVER, PodInfo, PodSpecInfo, PreemptionInfo, Requests,
     VolumeClaim, host_port, requests_and_ports, resize_infeasible,
 };
+use crate::objects::images::normalized_image_name;
 use crate::objects::resources::{QuantityError, RequestList};
 
 impl From<&Pod> for PodInfo {
@@ -186,6 +187,19 @@ fn spec_from_api(
                 (None, Some(_)) => Some(VolumeClaim::ephemeral(pod_name, &v.name)),
                 (None, None) => None,
             })
+            .collect(),
+        images: spec
+            .init_containers
+            .iter()
+            .flatten()
+            .chain(&spec.containers)
+            .map(|c| c.image.as_deref().unwrap_or(""))
+            .chain(spec.volumes.iter().flatten().filter_map(|v| {
+                v.image
+                    .as_ref()
+                    .map(|i| i.reference.as_deref().unwrap_or(""))
+            }))
+            .map(normalized_image_name)
             .collect(),
     }
 }

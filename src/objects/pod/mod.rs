@@ -148,6 +148,10 @@ pub struct PodSpecInfo {
     pub scheduling_gates: Vec<String>,
     /// Claims the pod's volumes need, in volume order.
     pub pvc_claims: Vec<VolumeClaim>,
+    /// The images of the init containers, the containers and the image
+    /// volumes, normalized as ImageLocality compares them (a name used
+    /// twice is listed twice, as kube-scheduler counts it).
+    pub images: Vec<String>,
 }
 
 /// A PersistentVolumeClaim one of the pod's volumes needs.

@@ -12,6 +12,7 @@ use super::{
     ContainerView, ControllerRef, PREEMPT_NEVER, PodInfo, PodSpecInfo, PreemptionInfo, VolumeClaim,
     host_port, requests_and_ports, resize_infeasible,
 };
+use crate::objects::images::normalized_image_name;
 use crate::objects::resources::{RequestList, Resources};
 
 /// Decodes a Pod in Kubernetes' JSON form (camelCase keys) straight into a
@@ -117,6 +118,7 @@ struct WireSpec {
 struct WireContainer {
     #[serde(default)]
     name: String,
+    image: Option<String>,
     resources: Option<WireResources>,
     ports: Option<Vec<WirePort>>,
     restart_policy: Option<String>,
@@ -148,6 +150,12 @@ struct WireVolume {
     name: String,
     persistent_volume_claim: Option<WireClaim>,
     ephemeral: Option<serde::de::IgnoredAny>,
+    image: Option<WireImageVolume>,
+}
+
+#[derive(Deserialize)]
+struct WireImageVolume {
+    reference: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -227,6 +235,19 @@ impl WireSpec {
             ),
         };
         let r = requests_and_ports(&views, &init_views, &resources);
+        let images = self
+            .init_containers
+            .iter()
+            .flatten()
+            .chain(self.containers.iter().flatten())
+            .map(|c| c.image.as_deref().unwrap_or(""))
+            .chain(self.volumes.iter().flatten().filter_map(|v| {
+                v.image
+                    .as_ref()
+                    .map(|i| i.reference.as_deref().unwrap_or(""))
+            }))
+            .map(normalized_image_name)
+            .collect();
         PodSpecInfo {
             node_selector: self.node_selector.unwrap_or_default(),
             affinity: self.affinity,
@@ -253,6 +274,7 @@ impl WireSpec {
                     (None, None) => None,
                 })
                 .collect(),
+            images,
         }
     }
 }
