@@ -268,7 +268,19 @@ pub fn node_update(old: &NodeInfo, new: &NodeInfo) -> ActionType {
     if old.labels != new.labels {
         actions = actions | ActionType::UPDATE_NODE_LABEL;
     }
-    if actions.is_empty() && old != new {
+    // kube-scheduler compares the lists as the node gives them.
+    if old.declared_features != new.declared_features {
+        actions = actions | ActionType::UPDATE_NODE_DECLARED_FEATURE;
+    }
+    // The images a node holds are no scheduling property in kube-scheduler
+    // (they only move ImageLocality's scores): a change of them alone is no
+    // event, or every image pull would retry parked pods.
+    let beyond_images = || {
+        let mut same_images = old.clone();
+        same_images.images = new.images.clone();
+        same_images != *new
+    };
+    if actions.is_empty() && old != new && beyond_images() {
         // A field no specific action names (e.g. cordoning, which only ever
         // makes pods fit fewer nodes).
         actions = ActionType::UPDATE_OTHER;
@@ -393,6 +405,27 @@ mod tests {
             ActionType::UPDATE_NODE_TAINT,
             "uncordoning is a taint update, as kube-scheduler reports it"
         );
+    }
+
+    #[test]
+    fn declared_features_are_their_own_event_and_images_are_none() {
+        let a = node(&[]);
+        let mut declared = a.clone();
+        declared.declared_features = vec!["VolumeBindMountOptions".to_string()].into();
+        assert_eq!(
+            node_update(&a, &declared),
+            ActionType::UPDATE_NODE_DECLARED_FEATURE
+        );
+        let mut pulled = a.clone();
+        let names = vec!["app:v1".to_string()];
+        pulled.images = crate::objects::images::NodeImages::from_entries([(names.as_slice(), 1)]);
+        assert!(
+            node_update(&a, &pulled).is_empty(),
+            "an image pull is no event"
+        );
+        let mut both = pulled.clone();
+        both.unschedulable = true;
+        assert_eq!(node_update(&a, &both), ActionType::UPDATE_OTHER);
     }
 
     #[test]

@@ -346,7 +346,6 @@ mod tests {
                 "NodeVolumeLimits",
                 "VolumeZone",
                 "DynamicResources",
-                "NodeDeclaredFeatures"
             ]
         );
         assert_eq!(t.extender_weight, 1);

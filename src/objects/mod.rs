@@ -8,6 +8,7 @@
 //! in-tree plugins that look objects up by key.
 
 mod budget;
+pub mod features;
 pub mod images;
 pub mod inputs;
 mod keys;

@@ -11,6 +11,7 @@ use super::{
     ContainerView, ControllerRef, PREEMPT_NEVER, PodInfo, PodSpecInfo, PreemptionInfo, Requests,
     VolumeClaim, host_port, requests_and_ports, resize_infeasible,
 };
+use crate::objects::features::{FeatureSet, PodFeatureInputs, RESTART_ALL_CONTAINERS_ACTION};
 use crate::objects::images::normalized_image_name;
 use crate::objects::resources::{QuantityError, RequestList};
 
@@ -188,6 +189,7 @@ fn spec_from_api(
                 (None, None) => None,
             })
             .collect(),
+        required_features: features_from_api(spec),
         images: spec
             .init_containers
             .iter()
@@ -202,4 +204,37 @@ fn spec_from_api(
             .map(normalized_image_name)
             .collect(),
     }
+}
+
+/// What NodeDeclaredFeatures' inference reads of a spec.
+fn features_from_api(spec: &k8s_openapi::api::core::v1::PodSpec) -> FeatureSet {
+    let containers = || {
+        spec.init_containers
+            .iter()
+            .flatten()
+            .chain(&spec.containers)
+    };
+    let bind_mounts = |mounts: Option<&Vec<k8s_openapi::api::core::v1::VolumeMount>>| {
+        mounts
+            .into_iter()
+            .flatten()
+            .any(|m| m.bind_mount_options.as_ref().is_some_and(|o| !o.is_empty()))
+    };
+    PodFeatureInputs {
+        restart_all_containers: containers().any(|c| {
+            c.restart_policy_rules
+                .iter()
+                .flatten()
+                .any(|r| r.action == RESTART_ALL_CONTAINERS_ACTION)
+        }),
+        host_network: spec.host_network == Some(true),
+        host_users_false: spec.host_users == Some(false),
+        bind_mount_options: containers().any(|c| bind_mounts(c.volume_mounts.as_ref()))
+            || spec
+                .ephemeral_containers
+                .iter()
+                .flatten()
+                .any(|c| bind_mounts(c.volume_mounts.as_ref())),
+    }
+    .infer()
 }

@@ -24,6 +24,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Affinity, Toleration, TopologySpreadConstraint};
 
+use crate::objects::features::FeatureSet;
 use crate::objects::resources::Resources;
 use requests::PodResources;
 
@@ -152,6 +153,8 @@ pub struct PodSpecInfo {
     /// volumes, normalized as ImageLocality compares them (a name used
     /// twice is listed twice, as kube-scheduler counts it).
     pub images: Vec<String>,
+    /// The node features the pod needs (NodeDeclaredFeatures' inference).
+    pub required_features: FeatureSet,
 }
 
 /// A PersistentVolumeClaim one of the pod's volumes needs.

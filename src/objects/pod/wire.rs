@@ -12,6 +12,7 @@ use super::{
     ContainerView, ControllerRef, PREEMPT_NEVER, PodInfo, PodSpecInfo, PreemptionInfo, VolumeClaim,
     host_port, requests_and_ports, resize_infeasible,
 };
+use crate::objects::features::{PodFeatureInputs, RESTART_ALL_CONTAINERS_ACTION};
 use crate::objects::images::normalized_image_name;
 use crate::objects::resources::{RequestList, Resources};
 
@@ -106,6 +107,9 @@ struct WireSpec {
     tolerations: Option<Vec<Toleration>>,
     containers: Option<Vec<WireContainer>>,
     init_containers: Option<Vec<WireContainer>>,
+    ephemeral_containers: Option<Vec<WireContainer>>,
+    host_network: Option<bool>,
+    host_users: Option<bool>,
     overhead: Option<Resources>,
     resources: Option<WireResources>,
     topology_spread_constraints: Option<Vec<TopologySpreadConstraint>>,
@@ -119,6 +123,8 @@ struct WireContainer {
     #[serde(default)]
     name: String,
     image: Option<String>,
+    restart_policy_rules: Option<Vec<WireRestartRule>>,
+    volume_mounts: Option<Vec<WireVolumeMount>>,
     resources: Option<WireResources>,
     ports: Option<Vec<WirePort>>,
     restart_policy: Option<String>,
@@ -154,6 +160,18 @@ struct WireVolume {
 }
 
 #[derive(Deserialize)]
+struct WireRestartRule {
+    #[serde(default)]
+    action: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireVolumeMount {
+    bind_mount_options: Option<Vec<String>>,
+}
+
+#[derive(Deserialize)]
 struct WireImageVolume {
     reference: Option<String>,
 }
@@ -165,6 +183,13 @@ struct WireClaim {
 }
 
 impl WireContainer {
+    fn has_bind_mount_options(&self) -> bool {
+        self.volume_mounts
+            .iter()
+            .flatten()
+            .any(|m| m.bind_mount_options.as_ref().is_some_and(|o| !o.is_empty()))
+    }
+
     fn view(&self, statuses: &[WireContainerStatus]) -> (ContainerView, ContainerResources) {
         let status = statuses.iter().find(|s| s.name == self.name);
         (
@@ -235,6 +260,26 @@ impl WireSpec {
             ),
         };
         let r = requests_and_ports(&views, &init_views, &resources);
+        let containers = || {
+            self.init_containers
+                .iter()
+                .flatten()
+                .chain(self.containers.iter().flatten())
+        };
+        let required_features = PodFeatureInputs {
+            restart_all_containers: containers().any(|c| {
+                c.restart_policy_rules
+                    .iter()
+                    .flatten()
+                    .any(|r| r.action == RESTART_ALL_CONTAINERS_ACTION)
+            }),
+            host_network: self.host_network == Some(true),
+            host_users_false: self.host_users == Some(false),
+            bind_mount_options: containers()
+                .chain(self.ephemeral_containers.iter().flatten())
+                .any(WireContainer::has_bind_mount_options),
+        }
+        .infer();
         let images = self
             .init_containers
             .iter()
@@ -275,6 +320,7 @@ impl WireSpec {
                 })
                 .collect(),
             images,
+            required_features,
         }
     }
 }
