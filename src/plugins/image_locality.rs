@@ -195,8 +195,11 @@ mod tests {
         assert_eq!(score(&c), 59);
         assert_eq!(c.image("gcr.io/600:latest").map(|s| s.nodes), Some(2));
         // Names are one allocation across nodes.
-        let name = |n: &str| c.node(n).unwrap().images.iter().next().map(|(s, _)| Arc::clone(s));
-        assert!(Arc::ptr_eq(&name("a").unwrap(), &name("b").unwrap()));
+        let name = |c: &ClusterState, n: &str| {
+            let images = &c.node(n).unwrap().images;
+            images.iter().next().map(|(s, _)| Arc::clone(s)).unwrap()
+        };
+        assert!(Arc::ptr_eq(&name(&c, "a"), &name(&c, "b")));
         c.delete_node("b");
         c.apply_node(node("b", &[]));
         // 600 MiB × 1/2 = 300: (300 - 23) / (1000 - 23).
@@ -205,6 +208,14 @@ mod tests {
         assert_eq!(score(&c), 59);
         c.delete_node("a");
         assert_eq!(c.image("gcr.io/600:latest"), None);
+        // A relist counts the listed nodes' images afresh.
+        c.apply_node(node("x", &[(&["gcr.io/600:latest"], 600)]));
+        c.replace_nodes(vec![
+            node("a", &[(&["gcr.io/600:latest"], 600)]),
+            node("b", &[(&["gcr.io/600:latest"], 600)]),
+        ]);
+        assert_eq!(c.image("gcr.io/600:latest").map(|s| s.nodes), Some(2));
+        assert!(Arc::ptr_eq(&name(&c, "a"), &name(&c, "b")));
     }
 
     #[test]

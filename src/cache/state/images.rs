@@ -35,6 +35,11 @@ impl ImageIndex {
         });
     }
 
+    /// Forgets every image (before a relist counts them again).
+    pub(super) fn clear(&mut self) {
+        self.states.clear();
+    }
+
     /// Counts the images of a node that joined (or changed to this record).
     pub(super) fn add(&mut self, node: &NodeInfo) {
         for (name, size) in node.images.iter() {

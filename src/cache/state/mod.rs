@@ -410,7 +410,13 @@ impl ClusterState {
     /// Replaces every node (after a full relist).
     pub fn replace_nodes(&mut self, nodes: Vec<NodeInfo>) {
         let slots = &mut self.label_slots;
-        self.nodes.replace(nodes, |n| slots.assign(n));
+        let images = &mut self.images;
+        images.clear();
+        self.nodes.replace(nodes, |n| {
+            slots.assign(n);
+            images.intern(n);
+            images.add(n);
+        });
         self.recount();
         self.generations.touch_everything();
     }

@@ -137,9 +137,10 @@ pub struct PodSpecInfo {
     /// pod-level requests only for what neither level names): summed per node
     /// for scoring.
     pub non_zero_requests: Resources,
-    /// [`Self::counted`] with cpu and memory as NodeResourcesFit scores the
-    /// pod itself: every container's missing cpu/memory at the defaults,
-    /// pod-level values over them.
+    /// The request NodeResourcesFit scores the pod itself with: every
+    /// container's missing cpu/memory at the defaults, and
+    /// (as kube-scheduler v1.37 builds that scorer) neither pod-level
+    /// requests nor the resize status.
     pub scoring_requests: Resources,
     /// Host ports the pod's containers (and init containers) bind.
     pub host_ports: Vec<HostPort>,

@@ -60,9 +60,11 @@ pub(super) struct Requests {
     /// `counted` with cpu and memory at their non-zero values
     /// (`CalculateResource`'s `Non0CPU`/`Non0Mem`, summed per node).
     pub non_zero: Resources,
-    /// `counted` with cpu and memory as NodeResourcesFit scores the incoming
-    /// pod (`calculatePodResourceRequest`: every container's missing cpu and
-    /// memory at the defaults, pod-level values over them).
+    /// What NodeResourcesFit scores the incoming pod with
+    /// (`calculatePodResourceRequest` with the options Fit's scorer is
+    /// built with: every container's missing cpu and memory at the defaults,
+    /// neither the pod-level requests nor the status; kube-scheduler v1.37's
+    /// `NewFit` sets those feature flags on the plugin, not on its scorer).
     pub scoring: Resources,
 }
 
@@ -109,6 +111,8 @@ enum Source {
 struct Options {
     use_status: bool,
     non_missing: NonMissing,
+    /// `!SkipPodLevelResources`.
+    pod_level: bool,
 }
 
 /// `IsSupportedPodLevelResource`.
@@ -122,11 +126,13 @@ impl PodResources {
         let spec = self.pod_requests(Options {
             use_status: false,
             non_missing: NonMissing::default(),
+            pod_level: true,
         });
         let status = |non_missing| {
             self.pod_requests(Options {
                 use_status: true,
                 non_missing,
+                pod_level: true,
             })
         };
         let counted = status(NonMissing::default());
@@ -140,18 +146,20 @@ impl PodResources {
         } else {
             NonMissing::BOTH
         };
-        let with_defaults = |n: NonMissing| {
-            let mut r = counted.values.clone();
-            if n.cpu || n.memory {
-                let d = status(n).values;
-                (r.milli_cpu, r.memory) = (d.milli_cpu, d.memory);
-            }
-            r
-        };
+        let mut non_zero = counted.values.clone();
+        if non_missing.cpu || non_missing.memory {
+            let d = status(non_missing).values;
+            (non_zero.milli_cpu, non_zero.memory) = (d.milli_cpu, d.memory);
+        }
+        let fit_scored = self.pod_requests(Options {
+            use_status: false,
+            non_missing: NonMissing::BOTH,
+            pod_level: false,
+        });
         Requests {
             spec: spec.values,
-            non_zero: with_defaults(non_missing),
-            scoring: with_defaults(NonMissing::BOTH),
+            non_zero,
+            scoring: fit_scored.values,
             counted: counted.values,
         }
     }
@@ -163,14 +171,11 @@ impl PodResources {
         })
     }
 
-    /// `PodRequests` with pod-level resources on.
+    /// `PodRequests`.
     fn pod_requests(&self, opts: Options) -> RequestList {
         let mut r = self.aggregate_container_requests(opts);
-        if let Some(spec) = self
-            .pod_requests
-            .as_ref()
-            .filter(|_| self.pod_level_requests_set())
-        {
+        let pod_level = opts.pod_level && self.pod_level_requests_set();
+        if let Some(spec) = self.pod_requests.as_ref().filter(|_| pod_level) {
             let effective = if opts.use_status && self.pod_status_resources {
                 // `effectivePodLevelResources`: the largest of spec (unless
                 // the resize is infeasible), actuated and allocated.

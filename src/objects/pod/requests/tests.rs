@@ -136,8 +136,9 @@ fn non_zero_defaults_replace_only_missing_requests() {
     assert_eq!(pod.spec.scoring_requests, pod.spec.non_zero_requests);
 
     // With pod-level cpu, a memory request on one container means the node
-    // counts no default memory; the pod's own score still adds 200Mi for
-    // the container without one (`calculatePodResourceRequest`).
+    // counts no default memory. The pod's own Fit score adds 200Mi for the
+    // container without one and ignores the pod level (kube-scheduler's Fit
+    // scorer is built without the PodLevelResources flag): 100m + 100m.
     let (_, _, pod) = decode(json!({"spec": {
         "resources": {"requests": {"cpu": "500m"}},
         "containers": [container("a", json!({"memory": "1Gi"})), container("b", json!({}))]}}));
@@ -149,7 +150,7 @@ fn non_zero_defaults_replace_only_missing_requests() {
     );
     assert_eq!(
         (s.scoring_requests.milli_cpu, s.scoring_requests.memory),
-        (500, (1 << 30) + (200 << 20))
+        (200, (1 << 30) + (200 << 20))
     );
 
     // Pod-level requests that name neither: both levels missing → defaults.
