@@ -43,7 +43,7 @@ impl NodeImages {
     /// Replaces each name by the copy `shared` returns for it (the cache's),
     /// so that equal names on many nodes are one allocation.
     pub fn intern(&mut self, mut shared: impl FnMut(&Arc<str>) -> Arc<str>) {
-        for (name, _) in self.0.iter_mut() {
+        for (name, _) in &mut self.0 {
             *name = shared(name);
         }
     }
