@@ -407,6 +407,33 @@ mod tests {
         );
     }
 
+    /// An in-place resize changes what a placed pod holds through its
+    /// status alone: kube-scheduler's `extractPodScaleDown` reads the
+    /// requests with the status, and so does the event here.
+    #[test]
+    fn a_resize_in_the_status_is_a_scale_down_or_up() {
+        let pod = |actuated: &str| -> PodInfo {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "p", "namespace": "n"},
+                "spec": {"nodeName": "a", "containers": [{"name": "c", "image": "i",
+                    "resources": {"requests": {"cpu": "1"}}}]},
+                "status": {"containerStatuses": [{"name": "c", "image": "i", "imageID": "",
+                    "ready": true, "restartCount": 0, "allocatedResources": {"cpu": actuated},
+                    "resources": {"requests": {"cpu": actuated}}}]}
+            }))
+            .unwrap()
+        };
+        // Actuated above the spec (a resize down not applied yet), then applied.
+        assert_eq!(
+            pod_update(&pod("2"), &pod("1")),
+            ActionType::UPDATE_POD_SCALE_DOWN
+        );
+        assert_eq!(
+            pod_update(&pod("1"), &pod("3")),
+            ActionType::UPDATE_POD_SCALE_UP
+        );
+    }
+
     #[test]
     fn declared_features_are_their_own_event_and_images_are_none() {
         let a = node(&[]);
