@@ -268,7 +268,19 @@ pub fn node_update(old: &NodeInfo, new: &NodeInfo) -> ActionType {
     if old.labels != new.labels {
         actions = actions | ActionType::UPDATE_NODE_LABEL;
     }
-    if actions.is_empty() && old != new {
+    // kube-scheduler compares the lists as the node gives them.
+    if old.declared_features != new.declared_features {
+        actions = actions | ActionType::UPDATE_NODE_DECLARED_FEATURE;
+    }
+    // The images a node holds are no scheduling property in kube-scheduler
+    // (they only move ImageLocality's scores): a change of them alone is no
+    // event, or every image pull would retry parked pods.
+    let beyond_images = || {
+        let mut same_images = old.clone();
+        same_images.images = new.images.clone();
+        same_images != *new
+    };
+    if actions.is_empty() && old != new && beyond_images() {
         // A field no specific action names (e.g. cordoning, which only ever
         // makes pods fit fewer nodes).
         actions = ActionType::UPDATE_OTHER;
@@ -285,7 +297,7 @@ pub fn pod_update(old: &PodInfo, new: &PodInfo) -> ActionType {
     if old.labels != new.labels {
         actions = actions | ActionType::UPDATE_POD_LABEL;
     }
-    let (before, after) = (&old.spec.requests, &new.spec.requests);
+    let (before, after) = (&old.spec.counted, &new.spec.counted);
     let pairs = [
         (before.milli_cpu, after.milli_cpu),
         (before.memory, after.memory),
@@ -393,6 +405,54 @@ mod tests {
             ActionType::UPDATE_NODE_TAINT,
             "uncordoning is a taint update, as kube-scheduler reports it"
         );
+    }
+
+    /// An in-place resize changes what a placed pod holds through its
+    /// status alone: kube-scheduler's `extractPodScaleDown` reads the
+    /// requests with the status, and so does the event here.
+    #[test]
+    fn a_resize_in_the_status_is_a_scale_down_or_up() {
+        let pod = |actuated: &str| -> PodInfo {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "p", "namespace": "n"},
+                "spec": {"nodeName": "a", "containers": [{"name": "c", "image": "i",
+                    "resources": {"requests": {"cpu": "1"}}}]},
+                "status": {"containerStatuses": [{"name": "c", "image": "i", "imageID": "",
+                    "ready": true, "restartCount": 0, "allocatedResources": {"cpu": actuated},
+                    "resources": {"requests": {"cpu": actuated}}}]}
+            }))
+            .unwrap()
+        };
+        // Actuated above the spec (a resize down not applied yet), then applied.
+        assert_eq!(
+            pod_update(&pod("2"), &pod("1")),
+            ActionType::UPDATE_POD_SCALE_DOWN
+        );
+        assert_eq!(
+            pod_update(&pod("1"), &pod("3")),
+            ActionType::UPDATE_POD_SCALE_UP
+        );
+    }
+
+    #[test]
+    fn declared_features_are_their_own_event_and_images_are_none() {
+        let a = node(&[]);
+        let mut declared = a.clone();
+        declared.declared_features = vec!["VolumeBindMountOptions".to_string()].into();
+        assert_eq!(
+            node_update(&a, &declared),
+            ActionType::UPDATE_NODE_DECLARED_FEATURE
+        );
+        let mut pulled = a.clone();
+        let names = vec!["app:v1".to_string()];
+        pulled.images = crate::objects::images::NodeImages::from_entries([(names.as_slice(), 1)]);
+        assert!(
+            node_update(&a, &pulled).is_empty(),
+            "an image pull is no event"
+        );
+        let mut both = pulled.clone();
+        both.unschedulable = true;
+        assert_eq!(node_update(&a, &both), ActionType::UPDATE_OTHER);
     }
 
     #[test]

@@ -21,12 +21,17 @@ use crate::framework::Framework;
 use crate::plugins::PLUGIN_NAMES;
 use crate::policy::{self, CompiledPolicy};
 
-/// kube-scheduler's default plugins in its order, with their default score weights.
+/// kube-scheduler v1.37's default plugins in its order, with their default
+/// score weights: `getDefaultPlugins` (NodeName before NodeUnschedulable)
+/// after `applyFeatureGates` with the gates at their v1.37 defaults
+/// (DynamicResources before DefaultPreemption, NodeDeclaredFeatures last;
+/// DeferredPodScheduling, GangScheduling and the topology-aware workload
+/// plugins are behind gates that are off).
 pub const DEFAULT_PLUGINS: &[(&str, Option<i64>)] = &[
     ("SchedulingGates", None),
     ("PrioritySort", None),
-    ("NodeUnschedulable", None),
     ("NodeName", None),
+    ("NodeUnschedulable", None),
     ("TaintToleration", Some(3)),
     ("NodeAffinity", Some(2)),
     ("NodePorts", None),
@@ -37,10 +42,12 @@ pub const DEFAULT_PLUGINS: &[(&str, Option<i64>)] = &[
     ("VolumeZone", None),
     ("PodTopologySpread", Some(2)),
     ("InterPodAffinity", Some(2)),
+    ("DynamicResources", Some(2)),
     ("DefaultPreemption", None),
     ("NodeResourcesBalancedAllocation", Some(1)),
     ("ImageLocality", Some(1)),
     ("DefaultBinder", None),
+    ("NodeDeclaredFeatures", None),
 ];
 
 /// The profile name of kube-scheduler's default profile.
@@ -328,7 +335,8 @@ mod tests {
         let t = InTree::defaults().unwrap();
         let (f, missing) = t.profile_for("anything").unwrap();
         let got = names(f);
-        assert_eq!(got[2], ("NodeUnschedulable", 1));
+        assert_eq!(got[2], ("NodeName", 1));
+        assert_eq!(got[3], ("NodeUnschedulable", 1));
         assert_eq!(got[4], ("TaintToleration", 3));
         assert!(got.contains(&("InterPodAffinity", 2)));
         assert_eq!(
@@ -337,8 +345,7 @@ mod tests {
                 "VolumeRestrictions",
                 "NodeVolumeLimits",
                 "VolumeZone",
-                "NodeResourcesBalancedAllocation",
-                "ImageLocality"
+                "DynamicResources",
             ]
         );
         assert_eq!(t.extender_weight, 1);

@@ -8,6 +8,8 @@
 //! in-tree plugins that look objects up by key.
 
 mod budget;
+pub mod features;
+pub mod images;
 pub mod inputs;
 mod keys;
 pub mod namespace;

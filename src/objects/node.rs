@@ -6,6 +6,8 @@ use k8s_openapi::api::core::v1::{Node, Taint};
 use serde::Deserialize;
 
 use crate::objects::Resources;
+use crate::objects::features::FeatureSet;
+use crate::objects::images::NodeImages;
 use crate::objects::inputs::NodeInputs;
 
 /// The fields of a node that placer's plugins use. Shared as `Arc<NodeInfo>`
@@ -22,6 +24,12 @@ pub struct NodeInfo {
     pub taints: Vec<Taint>,
     /// `status.allocatable`.
     pub allocatable: Resources,
+    /// `status.images`: names and sizes (names shared between nodes by the cache).
+    pub images: NodeImages,
+    /// `status.declaredFeatures`, as listed (the queueing hint compares lists).
+    pub declared_features: Box<[String]>,
+    /// The known features among them (`FeatureMapper.TryMap`).
+    pub features: FeatureSet,
     /// The policy's label values as interned ids, filled by the cache.
     pub inputs: NodeInputs,
     /// Where the cache that stored this record keeps it, set by the cache.
@@ -184,12 +192,29 @@ impl From<&Node> for NodeInfo {
             .map(|a| Resources::from_list(a.iter().map(|(k, q)| (k.as_str(), q.0.as_str()))))
             .and_then(Result::ok)
             .unwrap_or_default();
+        let images = NodeImages::from_entries(
+            node.status
+                .as_ref()
+                .and_then(|s| s.images.as_ref())
+                .into_iter()
+                .flatten()
+                .map(|i| (i.names.as_deref().unwrap_or(&[]), i.size_bytes.unwrap_or(0))),
+        );
+        let declared_features: Box<[String]> = node
+            .status
+            .as_ref()
+            .and_then(|s| s.declared_features.clone())
+            .unwrap_or_default()
+            .into();
         NodeInfo {
             name: node.metadata.name.clone().unwrap_or_default(),
+            features: FeatureSet::try_map(&declared_features),
+            declared_features,
             labels: node.metadata.labels.clone().unwrap_or_default().into(),
             unschedulable: spec.and_then(|s| s.unschedulable).unwrap_or(false),
             taints: spec.and_then(|s| s.taints.clone()).unwrap_or_default(),
             allocatable,
+            images,
             inputs: NodeInputs::default(),
             index: NodeIndex::default(),
         }
@@ -219,12 +244,34 @@ impl<'de> Deserialize<'de> for NodeInfo {
         #[derive(Deserialize)]
         struct Status {
             allocatable: Option<Resources>,
+            images: Option<Vec<Image>>,
+            #[serde(rename = "declaredFeatures")]
+            declared_features: Option<Vec<String>>,
+        }
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Image {
+            names: Option<Vec<String>>,
+            size_bytes: Option<i64>,
         }
         let wire = Wire::deserialize(d)?;
-        let allocatable = wire.status.and_then(|s| s.allocatable).unwrap_or_default();
+        let (allocatable, images, declared_features) = wire
+            .status
+            .map(|s| (s.allocatable, s.images, s.declared_features))
+            .unwrap_or_default();
+        let declared_features: Box<[String]> = declared_features.unwrap_or_default().into();
+        let images = NodeImages::from_entries(
+            images
+                .iter()
+                .flatten()
+                .map(|i| (i.names.as_deref().unwrap_or(&[]), i.size_bytes.unwrap_or(0))),
+        );
+        let allocatable = allocatable.unwrap_or_default();
         let meta = wire.metadata;
         let spec = wire.spec;
         Ok(NodeInfo {
+            features: FeatureSet::try_map(&declared_features),
+            declared_features,
             name: meta
                 .as_ref()
                 .and_then(|m| m.name.clone())
@@ -233,6 +280,7 @@ impl<'de> Deserialize<'de> for NodeInfo {
             unschedulable: spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false),
             taints: spec.and_then(|s| s.taints).unwrap_or_default(),
             allocatable,
+            images,
             inputs: NodeInputs::default(),
             index: NodeIndex::default(),
         })
@@ -259,7 +307,10 @@ mod tests {
         let json = serde_json::json!({
             "metadata": {"name": "n", "labels": {"a": "b"}},
             "spec": {"unschedulable": true, "taints": [{"key": "k", "value": "v", "effect": "NoSchedule"}]},
-            "status": {"allocatable": {"cpu": "7800m", "memory": "31Gi", "pods": "110"}}
+            "status": {"allocatable": {"cpu": "7800m", "memory": "31Gi", "pods": "110"},
+                       "images": [{"names": ["reg/app@sha256:1", "reg/app:v1"], "sizeBytes": 300},
+                                  {"names": ["pause:3.10"], "sizeBytes": 1}, {"sizeBytes": 5}],
+                       "declaredFeatures": ["ExtendWebSocketsToKubelet", "NotYetKnown"]}
         });
         let wire: NodeInfo = serde_json::from_value(json.clone()).unwrap();
         let api: Node = serde_json::from_value(json).unwrap();
@@ -269,6 +320,20 @@ mod tests {
         assert_eq!(
             (wire.allocatable.milli_cpu, wire.allocatable.pods),
             (7800, 110)
+        );
+        assert_eq!(
+            wire.features.names().collect::<Vec<_>>(),
+            ["ExtendWebSocketsToKubelet"]
+        );
+        assert_eq!(wire.declared_features.len(), 2);
+        let images: Vec<(&str, i64)> = wire.images.iter().map(|(n, s)| (&**n, s)).collect();
+        assert_eq!(
+            images,
+            [
+                ("pause:3.10", 1),
+                ("reg/app:v1", 300),
+                ("reg/app@sha256:1", 300)
+            ]
         );
     }
 }

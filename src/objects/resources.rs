@@ -1,5 +1,6 @@
-//! Resource quantities and the effective request of a pod, as kube-scheduler
-//! computes them (`resource.Quantity`, `resourcehelper.PodRequests`).
+//! Resource quantities as kube-scheduler reads them (`resource.Quantity`),
+//! and the resource lists a pod's effective request is computed from
+//! ([`crate::objects::pod`] does that computation).
 
 use std::collections::BTreeMap;
 
@@ -153,7 +154,8 @@ impl Resources {
         }
     }
 
-    /// Raises each resource of `self` to at least `other`'s.
+    /// Raises each resource of `self` to at least `other`'s (keys of
+    /// `other` that `self` lacks are added).
     pub fn max_with(&mut self, other: &Resources) {
         self.milli_cpu = self.milli_cpu.max(other.milli_cpu);
         self.memory = self.memory.max(other.memory);
@@ -166,26 +168,81 @@ impl Resources {
     }
 }
 
+/// A `ResourceList` as kube-scheduler's resource helpers see it: the values,
+/// and whether `cpu` and `memory` were given at all. A request that names
+/// `cpu: 0` is not a missing one: the scoring defaults replace only what is
+/// absent (`applyNonMissing`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RequestList {
+    /// The quantities (absent ones are 0).
+    pub values: Resources,
+    /// `cpu` is a key of the list.
+    pub has_cpu: bool,
+    /// `memory` is a key of the list.
+    pub has_memory: bool,
+}
+
+impl RequestList {
+    /// Reads a `ResourceList`-like map (see [`Resources::from_list`]).
+    pub fn from_list<'a>(
+        list: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Result<Self, QuantityError> {
+        let mut r = RequestList::default();
+        for (name, q) in list {
+            let value =
+                parse_resource(name, q).map_err(|e| QuantityError(format!("{name}: {e}")))?;
+            r.set(name, value);
+        }
+        Ok(r)
+    }
+
+    fn set(&mut self, name: &str, value: i64) {
+        self.has_cpu |= name == "cpu";
+        self.has_memory |= name == "memory";
+        self.values.set(name, value);
+    }
+
+    /// `addResourceList`: adds `other`, keys included.
+    pub fn add(&mut self, other: &RequestList) {
+        self.values.add(&other.values);
+        self.has_cpu |= other.has_cpu;
+        self.has_memory |= other.has_memory;
+    }
+
+    /// `maxResourceList`: raises each resource to at least `other`'s.
+    pub fn max_with(&mut self, other: &RequestList) {
+        self.values.max_with(&other.values);
+        self.has_cpu |= other.has_cpu;
+        self.has_memory |= other.has_memory;
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for RequestList {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_map(ListVisitor)
+    }
+}
+
 /// Decodes a `ResourceList` (`{"cpu": "250m", ...}`) straight into
 /// [`Resources`]. A bad quantity fails while its own value is decoded, so the
 /// decoder reports that value's position and field path.
 impl<'de> serde::Deserialize<'de> for Resources {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_map(ListVisitor)
+        RequestList::deserialize(d).map(|l| l.values)
     }
 }
 
 struct ListVisitor;
 
 impl<'de> serde::de::Visitor<'de> for ListVisitor {
-    type Value = Resources;
+    type Value = RequestList;
 
     fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("a map of resource names to quantities")
     }
 
-    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Resources, A::Error> {
-        let mut r = Resources::default();
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<RequestList, A::Error> {
+        let mut r = RequestList::default();
         while let Some(name) = map.next_key::<String>()? {
             let value = map.next_value_seed(QuantitySeed(&name))?;
             r.set(&name, value);
@@ -241,49 +298,6 @@ impl Resources {
     }
 }
 
-/// One container's requests and whether it is a restartable init container
-/// (a sidecar, `restartPolicy: Always`).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ContainerRequests {
-    /// The container's `resources.requests`.
-    pub requests: Resources,
-    /// True for an init container with `restartPolicy: Always`.
-    pub sidecar: bool,
-}
-
-/// The pod's effective request (kube-scheduler's `PodRequests`): regular
-/// containers and sidecars run together; each classic init container runs
-/// alone next to the sidecars started before it; overhead comes on top.
-pub fn pod_requests(
-    containers: &[Resources],
-    init_containers: &[ContainerRequests],
-    overhead: &Resources,
-) -> Resources {
-    let mut total = Resources::default();
-    for c in containers {
-        total.add(c);
-    }
-    let mut sidecars = Resources::default();
-    let mut init_peak = Resources::default();
-    for c in init_containers {
-        if c.sidecar {
-            sidecars.add(&c.requests);
-            // A sidecar runs alongside everything started after it.
-            let mut peak = sidecars.clone();
-            peak.max_with(&Resources::default());
-            init_peak.max_with(&peak);
-        } else {
-            let mut peak = c.requests.clone();
-            peak.add(&sidecars);
-            init_peak.max_with(&peak);
-        }
-    }
-    total.add(&sidecars);
-    total.max_with(&init_peak);
-    total.add(overhead);
-    total
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -326,50 +340,6 @@ mod tests {
         assert_eq!(
             Resources::from_list([("memory", "lots")]).unwrap_err().0,
             "memory: invalid quantity \"lots\""
-        );
-    }
-
-    fn cpu(m: i64) -> Resources {
-        Resources {
-            milli_cpu: m,
-            ..Default::default()
-        }
-    }
-
-    #[test]
-    fn pod_requests_follow_init_and_sidecar_rules() {
-        // Regular 100 + 200; classic init 500 → max(300, 500) = 500.
-        let classic = ContainerRequests {
-            requests: cpu(500),
-            sidecar: false,
-        };
-        assert_eq!(
-            pod_requests(
-                &[cpu(100), cpu(200)],
-                std::slice::from_ref(&classic),
-                &Resources::default()
-            )
-            .milli_cpu,
-            500
-        );
-        // A sidecar of 50 before the classic init: init peak 550; total 300 + 50 = 350 → 550.
-        let sidecar = ContainerRequests {
-            requests: cpu(50),
-            sidecar: true,
-        };
-        assert_eq!(
-            pod_requests(
-                &[cpu(100), cpu(200)],
-                &[sidecar.clone(), classic],
-                &Resources::default()
-            )
-            .milli_cpu,
-            550
-        );
-        // Sidecar only: 300 + 50 = 350, plus overhead 10.
-        assert_eq!(
-            pod_requests(&[cpu(100), cpu(200)], &[sidecar], &cpu(10)).milli_cpu,
-            360
         );
     }
 

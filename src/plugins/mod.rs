@@ -139,6 +139,12 @@ registry! {
     default_preemption: DefaultPreemption(DefaultPreemptionArgs);
     /// DefaultBinder (Bind, standalone mode; added to a profile that lists no Bind plugin).
     default_binder: DefaultBinder(DefaultBinderArgs);
+    /// NodeResourcesBalancedAllocation.
+    balanced_allocation: BalancedAllocation(BalancedAllocationArgs);
+    /// ImageLocality.
+    image_locality: ImageLocality(ImageLocalityArgs);
+    /// NodeDeclaredFeatures.
+    node_declared_features: NodeDeclaredFeatures(NodeDeclaredFeaturesArgs);
 }
 
 /// The queue order when no profile enables a QueueSort plugin: PrioritySort,
@@ -153,7 +159,7 @@ mod tests {
 
     #[test]
     fn every_listed_plugin_defaults_builds_and_names_itself() {
-        assert_eq!(PLUGIN_NAMES.len(), 16);
+        assert_eq!(PLUGIN_NAMES.len(), 19);
         for &name in PLUGIN_NAMES {
             let args = PluginArgs::default_for(name).unwrap();
             assert_eq!(args.plugin_name(), name);

@@ -106,7 +106,9 @@ impl PodBuilder {
     /// cpu and memory are the pod's.
     pub(crate) fn requests(mut self, list: &[(&str, &str)]) -> Self {
         self.spec.requests = res(list);
+        self.spec.counted = self.spec.requests.clone();
         self.spec.non_zero_requests = self.spec.requests.with_non_zero_defaults();
+        self.spec.scoring_requests = self.spec.non_zero_requests.clone();
         self
     }
 

@@ -10,17 +10,20 @@
 //! (`score` there is the normalized score times the plugin's weight: `/explain`'s `weighted`).
 //! kube-scheduler also logs its VolumeBinding score, which placer does not compute: a zero from
 //! a plugin placer does not score is left out of the comparison, any other value is not.
-//! kube-scheduler runs [`comparable_plugins`] (every default plugin placer implements, default
-//! order and weights) and schedules each random case's pod; placer runs in extender mode with
+//! kube-scheduler runs its default profile with only the plugins placer lacks disabled by name
+//! ([`PLACER_LACKS`]) and schedules each random case's pod; placer runs in extender mode with
 //! `--explain-kube-scheduler-config` pointing at the same configuration, so its in-tree side is
 //! exactly that profile. After the pod is bound, `/explain/pods` evaluates it with itself taken
 //! out, i.e. on the cluster kube-scheduler scored, and every (node, plugin) score and every node's
 //! total must be equal, as must the set of nodes scored.
 //!
 //! Each case has 3–4 nodes of its own (a per-case label the pod selects) with random capacity,
-//! `PreferNoSchedule` taints and labels, 0–3 pods already bound there with random requests and
-//! labels, and a pod with random requests, preferred node affinity, tolerations and preferred pod
-//! (anti-)affinity to the bound pods. A case where one node fits is skipped by kube-scheduler's
+//! `PreferNoSchedule` taints, labels and images (`status.images`, some under two names), 0–3 pods
+//! already bound there with random requests and labels (some with pod-level `spec.resources`),
+//! and a pod with random requests, sometimes pod-level requests, one or two init containers
+//! whose images some nodes hold, preferred node affinity, tolerations and preferred pod
+//! (anti-)affinity to the bound pods. So NodeResourcesBalancedAllocation and ImageLocality are
+//! compared with the rest. A case where one node fits is skipped by kube-scheduler's
 //! scoring and only checked for that.
 //!
 //! CI runs seed [`DEFAULT_SEED`] with [`DEFAULT_CASES`] cases. More:
@@ -37,7 +40,7 @@ use anyhow::bail;
 use serde_json::{Value, json};
 
 use crate::differential::{Rng, env_number};
-use crate::harness::compare::{KubeSchedulerYaml, comparable_plugins};
+use crate::harness::compare::{KubeSchedulerYaml, PLACER_LACKS};
 use crate::harness::logs::{field, lines_with};
 use crate::harness::{Placer, Scheduler, TestEnv, capability_policy};
 
@@ -50,6 +53,17 @@ const CASE_LABEL: &str = "e2e.placer.io/score-case";
 const TAINTS: [&str; 3] = ["e2e.placer.io/a", "e2e.placer.io/b", "e2e.placer.io/c"];
 const DISK: &str = "e2e.placer.io/disk";
 const APP: &str = "e2e.placer.io/app";
+/// Images some case nodes hold, with their sizes (one size per image, as a registry has).
+const IMAGES: [(&str, i64); 4] = [
+    ("e2e.placer.io/img-a", 90 << 20),
+    ("e2e.placer.io/img-b", 300 << 20),
+    ("e2e.placer.io/img-c", 800 << 20),
+    ("e2e.placer.io/img-d", 1500 << 20),
+];
+/// Seeds of the draws of node images and bound pods' pod-level resources ...
+const NODE_EXTRAS: u64 = 0x9e37_79b9_7f4a_7c15;
+/// ... and of the case pod's images and pod-level resources.
+const POD_EXTRAS: u64 = 0xbf58_476d_1ce4_e5b9;
 
 /// (node, plugin) → weighted score, and node → total.
 type Scores = (BTreeMap<(String, String), i64>, BTreeMap<String, i64>);
@@ -58,13 +72,16 @@ type Scores = (BTreeMap<(String, String), i64>, BTreeMap<String, i64>);
 async fn explain_scores_agree_with_kube_scheduler() -> anyhow::Result<()> {
     let seed = env_number("PLACER_DIFF_SCORE_SEED")?.unwrap_or(DEFAULT_SEED);
     let count = env_number("PLACER_DIFF_SCORE_CASES")?.map_or(DEFAULT_CASES, |n| n as usize);
-    let env = TestEnv::new("diff-scores").await?;
+    // ImageLocality divides by every node of the cluster: a control plane of its own keeps
+    // other tests' nodes from changing that count between kube-scheduler's scoring and
+    // placer's explanation.
+    let env = TestEnv::with_own_control_plane("diff-scores").await?;
     let kube_name = env.scheduler_name();
     for case in 0..count {
         create_case_cluster(&env, seed, case).await?;
     }
     let yaml = KubeSchedulerYaml::new()
-        .profile(&kube_name, &comparable_plugins())
+        .default_profile(&kube_name, &PLACER_LACKS)
         .render(&env);
     let config = env.dir().join("in-tree.yaml");
     std::fs::write(&config, &yaml)?;
@@ -123,7 +140,8 @@ async fn explain_scores_agree_with_kube_scheduler() -> anyhow::Result<()> {
             );
         } else {
             disagreements.push(format!(
-                "case {case} DISAGREES\n  kube-scheduler: {logged:?}\n  /explain:       {shown:?}"
+                "case {case} DISAGREES\n  kube-scheduler: {logged:?}\n  /explain:       {shown:?}\n{}",
+                case_pods(&env, case).await?
             ));
         }
     }
@@ -135,6 +153,44 @@ async fn explain_scores_agree_with_kube_scheduler() -> anyhow::Result<()> {
         bail!("{}", disagreements.join("\n"));
     }
     Ok(())
+}
+
+/// The case's pods as stored (spec resources, images and the status kube-scheduler and placer
+/// read), for a disagreement's report.
+async fn case_pods(env: &TestEnv, case: usize) -> anyhow::Result<String> {
+    let prefix = format!("c{case}-");
+    let mut out = String::new();
+    for p in env.pods().list(&Default::default()).await?.items {
+        let name = p.metadata.name.clone().unwrap_or_default();
+        if !name.starts_with(&prefix) {
+            continue;
+        }
+        let v = serde_json::to_value(&p)?;
+        let containers = |key: &str| -> Vec<Value> {
+            v["spec"][key]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|c| json!([c["image"], c["resources"]]))
+                .collect()
+        };
+        let statuses: Vec<Value> = ["initContainerStatuses", "containerStatuses"]
+            .iter()
+            .flat_map(|k| v["status"][k].as_array().cloned().unwrap_or_default())
+            .map(|s| json!([s["name"], s["allocatedResources"], s["resources"]]))
+            .collect();
+        out.push_str(&format!(
+            "  pod {name} on {}: init {:?} containers {:?} pod-level {} status {} {} {:?}\n",
+            v["spec"]["nodeName"],
+            containers("initContainers"),
+            containers("containers"),
+            v["spec"]["resources"],
+            v["status"]["allocatedResources"],
+            v["status"]["resources"],
+            statuses,
+        ));
+    }
+    Ok(out)
 }
 
 /// The explanation of `pod` once placer has seen it bound to `bound`.
@@ -217,15 +273,42 @@ async fn create_case_cluster(env: &TestEnv, seed: u64, case: usize) -> anyhow::R
                 node = node.taint(taint, "true", "PreferNoSchedule");
             }
         }
+        // Images and pod-level resources from a stream of their own, so that the draws above
+        // (replayed by `create_case_pod`) stay as they were.
+        let mut extra = Rng::new(seed ^ NODE_EXTRAS, case * 8 + n);
+        for (image, size) in IMAGES {
+            if extra.chance(50) {
+                let tagged = format!("{image}:v1");
+                let latest = format!("{image}:latest");
+                let names: &[&str] = if extra.chance(50) {
+                    &[&tagged, &latest]
+                } else {
+                    &[&tagged]
+                };
+                node = node.image(names, size);
+            }
+        }
         let name = env.create_nodes([node]).await?.remove(0);
         for p in 0..rng.below(4) {
+            let (cpu, memory) = (
+                rng.pick(&["250m", "500m", "1", "2"]),
+                rng.pick(&["256Mi", "1Gi", "2Gi"]),
+            );
             let pod = env
                 .pod(&format!("c{case}-n{n}-p{p}"))
                 .bound_to(&name)
                 .label(APP, rng.pick(&["web", "db"]))
-                .request("cpu", rng.pick(&["250m", "500m", "1", "2"]))
-                .request("memory", rng.pick(&["256Mi", "1Gi", "2Gi"]));
-            env.create_pod(&pod).await?;
+                .request("cpu", cpu)
+                .request("memory", memory);
+            let spec = match extra.chance(30) {
+                // Pod-level requests above the container's: what the node counts.
+                true => json!({ "resources": { "requests": {
+                    "cpu": format!("{}m", 2000 + extra.below(3) * 1000),
+                    "memory": "3Gi",
+                } } }),
+                false => json!({}),
+            };
+            env.create_pod_with_spec(&pod, spec).await?;
         }
     }
     Ok(())
@@ -253,6 +336,25 @@ async fn create_case_pod(env: &TestEnv, seed: u64, case: usize) -> anyhow::Resul
         .request("cpu", rng.pick(&["100m", "500m", "1"]))
         .request("memory", rng.pick(&["128Mi", "512Mi", "1Gi"]));
     let mut spec = serde_json::Map::new();
+    let mut extra = Rng::new(seed ^ POD_EXTRAS, case);
+    // Images ImageLocality scores, as init containers without requests (which also puts
+    // their 100m/200Mi scoring defaults against the main container's).
+    let init: Vec<Value> = (0..1 + extra.below(2))
+        .map(|i| {
+            let (image, _) = extra.pick(&IMAGES);
+            let tag = if extra.chance(50) { ":v1" } else { "" };
+            json!({ "name": format!("img{i}"), "image": format!("{image}{tag}") })
+        })
+        .collect();
+    spec.insert("initContainers".into(), json!(init));
+    if extra.chance(30) {
+        // Pod-level requests: memory always (above the container's 1Gi at most), cpu sometimes.
+        let mut requests = json!({ "memory": "1536Mi" });
+        if extra.chance(50) {
+            requests["cpu"] = json!("1500m");
+        }
+        spec.insert("resources".into(), json!({ "requests": requests }));
+    }
     let tolerations: Vec<Value> = TAINTS
         .iter()
         .filter(|_| rng.chance(30))

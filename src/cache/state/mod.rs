@@ -21,6 +21,8 @@ use crate::objects::workload::{
     ReplicaSetSelector, ReplicationControllerSelector, ServiceSelector, StatefulSetSelector,
 };
 use crate::objects::{DisruptionBudget, NodeIndex, NodeInfo, PodInfo};
+use images::ImageIndex;
+pub use images::ImageState;
 use node_table::NodeTable;
 pub use node_table::NodeUsage;
 
@@ -55,6 +57,8 @@ pub struct ClusterState {
     replica_sets: Objects<ReplicaSetSelector>,
     stateful_sets: Objects<StatefulSetSelector>,
     generations: Generations,
+    /// Images the nodes hold, for ImageLocality.
+    images: ImageIndex,
 }
 
 impl ClusterState {
@@ -90,6 +94,12 @@ impl ClusterState {
     /// Number of nodes.
     pub fn node_count(&self) -> usize {
         self.nodes.len()
+    }
+
+    /// The image called `name` (normalized as the node reports it): its
+    /// size and how many nodes hold it; `None` when no node does.
+    pub fn image(&self, name: &str) -> Option<ImageState> {
+        self.images.get(name)
     }
 
     /// Number of counted (assigned, non-terminal) pods.
@@ -251,6 +261,7 @@ impl ClusterState {
     /// updates such as heartbeats change nothing placer keeps).
     pub fn apply_node(&mut self, mut node: NodeInfo) -> bool {
         self.label_slots.assign(&mut node);
+        self.images.intern(&mut node);
         self.apply_shared_node(Arc::new(node))
     }
 
@@ -291,6 +302,10 @@ impl ClusterState {
         let name = new.name.clone();
         let old = self.nodes.insert(new.clone());
         self.generations.touch_node(&name);
+        if let Some(old) = &old {
+            self.images.remove(old);
+        }
+        self.images.add(&new);
         let Some(keys) = self.pods_by_node.get(&name) else {
             return true;
         };
@@ -312,6 +327,7 @@ impl ClusterState {
             return;
         };
         self.generations.touch_node(name);
+        self.images.remove(&old);
         if let Some(keys) = self.pods_by_node.get(name) {
             for key in keys {
                 if let Some(pod) = self.pods.get(key) {
@@ -394,7 +410,13 @@ impl ClusterState {
     /// Replaces every node (after a full relist).
     pub fn replace_nodes(&mut self, nodes: Vec<NodeInfo>) {
         let slots = &mut self.label_slots;
-        self.nodes.replace(nodes, |n| slots.assign(n));
+        let images = &mut self.images;
+        images.clear();
+        self.nodes.replace(nodes, |n| {
+            slots.assign(n);
+            images.intern(n);
+            images.add(n);
+        });
         self.recount();
         self.generations.touch_everything();
     }
@@ -495,6 +517,7 @@ fn pod_key(namespace: &str, name: &str) -> String {
     format!("{namespace}/{name}")
 }
 
+mod images;
 mod node_table;
 #[cfg(test)]
 mod tests;

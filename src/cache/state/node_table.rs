@@ -42,7 +42,7 @@ pub struct NodeUsage {
 
 impl NodeUsage {
     fn add(&mut self, pod: &PodInfo) {
-        self.requested.add(&pod.spec.requests);
+        self.requested.add(&pod.spec.counted);
         self.non_zero_requested.add(&pod.spec.non_zero_requests);
         self.pods += 1;
         for p in &pod.spec.host_ports {
@@ -51,7 +51,7 @@ impl NodeUsage {
     }
 
     fn remove(&mut self, pod: &PodInfo) {
-        self.requested.sub(&pod.spec.requests);
+        self.requested.sub(&pod.spec.counted);
         self.non_zero_requested.sub(&pod.spec.non_zero_requests);
         self.pods -= 1;
         for p in &pod.spec.host_ports {

@@ -108,6 +108,10 @@ fn usage_follows_pods() {
                 milli_cpu: cpu,
                 ..Default::default()
             },
+            counted: Resources {
+                milli_cpu: cpu,
+                ..Default::default()
+            },
             host_ports: vec![HostPort {
                 ip: "0.0.0.0".into(),
                 protocol: "TCP".into(),
@@ -156,6 +160,10 @@ fn records_read_their_own_usage_across_deletes_and_relists() {
     let on = |name: &str, node: &str, cpu: i64| PodInfo {
         spec: Arc::new(crate::objects::pod::PodSpecInfo {
             requests: Resources {
+                milli_cpu: cpu,
+                ..Default::default()
+            },
+            counted: Resources {
                 milli_cpu: cpu,
                 ..Default::default()
             },

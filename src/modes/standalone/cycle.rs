@@ -542,6 +542,7 @@ mod tests {
             p.node_name = node.map(str::to_string);
             p.spec = Arc::new(crate::objects::pod::PodSpecInfo {
                 requests: crate::objects::Resources::from_list([("cpu", "1")]).unwrap(),
+                counted: crate::objects::Resources::from_list([("cpu", "1")]).unwrap(),
                 ..Default::default()
             });
             p

@@ -8,11 +8,13 @@
 //!
 //! | file | what |
 //! | --- | --- |
-//! | `mod.rs` | the view and what both decoders share (effective requests, host ports) |
+//! | `mod.rs` | the view and what both decoders share (host ports, resize condition) |
+//! | `requests.rs` | the effective requests (`PodRequests`, pod-level and resize status) |
 //! | `convert.rs` | from a k8s-openapi `Pod` (the watch cache) |
 //! | `wire.rs` | straight from kube-scheduler's JSON (the HTTP verbs) |
 
 mod convert;
+mod requests;
 #[cfg(test)]
 mod tests;
 mod wire;
@@ -22,7 +24,9 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Affinity, Toleration, TopologySpreadConstraint};
 
-use crate::objects::resources::{ContainerRequests, Resources, pod_requests};
+use crate::objects::features::FeatureSet;
+use crate::objects::resources::Resources;
+use requests::PodResources;
 
 /// The fields of a pod that scheduling decisions depend on.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -119,11 +123,25 @@ pub struct PodSpecInfo {
     pub affinity: Option<Affinity>,
     /// `spec.tolerations`.
     pub tolerations: Vec<Toleration>,
-    /// The effective request (containers, init containers, sidecars, overhead).
+    /// The effective request of the spec (containers, init containers,
+    /// sidecars, pod-level `spec.resources`, overhead): what an incoming pod
+    /// asks of a node.
     pub requests: Resources,
-    /// The same with each container's missing cpu/memory request counted at
-    /// kube-scheduler's scoring defaults (100m, 200Mi); used only for scoring.
+    /// What the pod holds once on a node: [`Self::requests`] raised to the
+    /// in-place-resize status (`status.allocatedResources`, container
+    /// `status.resources`), as kube-scheduler counts a node's pods. The only
+    /// field here that reads the status: a resize changes what a node has free.
+    pub counted: Resources,
+    /// [`Self::counted`] with a missing cpu/memory request counted at
+    /// kube-scheduler's scoring defaults (100m, 200Mi per container; with
+    /// pod-level requests only for what neither level names): summed per node
+    /// for scoring.
     pub non_zero_requests: Resources,
+    /// The request NodeResourcesFit scores the pod itself with: every
+    /// container's missing cpu/memory at the defaults, and
+    /// (as kube-scheduler v1.37 builds that scorer) neither pod-level
+    /// requests nor the resize status.
+    pub scoring_requests: Resources,
     /// Host ports the pod's containers (and init containers) bind.
     pub host_ports: Vec<HostPort>,
     /// `spec.topologySpreadConstraints`.
@@ -132,6 +150,12 @@ pub struct PodSpecInfo {
     pub scheduling_gates: Vec<String>,
     /// Claims the pod's volumes need, in volume order.
     pub pvc_claims: Vec<VolumeClaim>,
+    /// The images of the init containers, the containers and the image
+    /// volumes, normalized as ImageLocality compares them (a name used
+    /// twice is listed twice, as kube-scheduler counts it).
+    pub images: Vec<String>,
+    /// The node features the pod needs (NodeDeclaredFeatures' inference).
+    pub required_features: FeatureSet,
 }
 
 /// A PersistentVolumeClaim one of the pod's volumes needs.
@@ -172,11 +196,9 @@ pub struct HostPort {
     pub port: i32,
 }
 
-/// A container as far as requests and ports go (shared by both decoders).
+/// A container as far as ports go (shared by both decoders).
 struct ContainerView {
-    requests: Resources,
     ports: Vec<HostPort>,
-    sidecar: bool,
 }
 
 fn host_port(host_port: Option<i32>, protocol: Option<&str>, ip: Option<&str>) -> Option<HostPort> {
@@ -194,48 +216,36 @@ fn host_port(host_port: Option<i32>, protocol: Option<&str>, ip: Option<&str>) -
     })
 }
 
+/// `IsPodResizeInfeasible`: the first `PodResizePending` condition's reason
+/// is `Infeasible`. Conditions come as `(type, reason)`.
+fn resize_infeasible<'a>(conditions: impl IntoIterator<Item = (&'a str, Option<&'a str>)>) -> bool {
+    conditions
+        .into_iter()
+        .find(|(kind, _)| *kind == "PodResizePending")
+        .is_some_and(|(_, reason)| reason == Some("Infeasible"))
+}
+
 /// Effective requests and host ports.
 fn requests_and_ports(
     containers: &[ContainerView],
     init: &[ContainerView],
-    overhead: &Resources,
+    resources: &PodResources,
 ) -> Requests {
-    let regular: Vec<Resources> = containers.iter().map(|c| c.requests.clone()).collect();
-    let init_requests: Vec<ContainerRequests> = init
-        .iter()
-        .map(|c| ContainerRequests {
-            requests: c.requests.clone(),
-            sidecar: c.sidecar,
-        })
-        .collect();
     let ports = init
         .iter()
         .chain(containers)
         .flat_map(|c| c.ports.iter().cloned())
         .collect();
-    let non_zero_regular: Vec<Resources> = regular
-        .iter()
-        .map(Resources::with_non_zero_defaults)
-        .collect();
-    let non_zero_init: Vec<ContainerRequests> = init_requests
-        .iter()
-        .map(|c| ContainerRequests {
-            requests: c.requests.with_non_zero_defaults(),
-            sidecar: c.sidecar,
-        })
-        .collect();
     Requests {
-        requests: pod_requests(&regular, &init_requests, overhead),
-        non_zero: pod_requests(&non_zero_regular, &non_zero_init, overhead),
+        requests: resources.requests(),
         host_ports: ports,
     }
 }
 
-/// The request-related parts of a spec, computed once.
+/// The request-related parts of a pod, computed once.
 #[derive(Default)]
 struct Requests {
-    requests: Resources,
-    non_zero: Resources,
+    requests: requests::Requests,
     host_ports: Vec<HostPort>,
 }
 

@@ -7,11 +7,14 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{Affinity, Toleration, TopologySpreadConstraint};
 use serde::Deserialize;
 
+use super::requests::{ContainerResources, PodResources};
 use super::{
     ContainerView, ControllerRef, PREEMPT_NEVER, PodInfo, PodSpecInfo, PreemptionInfo, VolumeClaim,
-    host_port, requests_and_ports,
+    host_port, requests_and_ports, resize_infeasible,
 };
-use crate::objects::resources::Resources;
+use crate::objects::features::{PodFeatureInputs, RESTART_ALL_CONTAINERS_ACTION};
+use crate::objects::images::normalized_image_name;
+use crate::objects::resources::{RequestList, Resources};
 
 /// Decodes a Pod in Kubernetes' JSON form (camelCase keys) straight into a
 /// [`PodInfo`]. `null` is accepted wherever a field may be absent.
@@ -26,8 +29,8 @@ impl<'de> Deserialize<'de> for PodInfo {
             spec.node_name.take(),
             spec.preemption_policy.take(),
         );
-        let status = wire.status.unwrap_or_default();
-        let spec_info = spec.info(meta.name.as_deref().unwrap_or(""));
+        let mut status = wire.status.unwrap_or_default();
+        let spec_info = spec.info(meta.name.as_deref().unwrap_or(""), &mut status);
         Ok(PodInfo {
             name: meta.name.unwrap_or_default(),
             namespace: meta.namespace.unwrap_or_default(),
@@ -104,7 +107,11 @@ struct WireSpec {
     tolerations: Option<Vec<Toleration>>,
     containers: Option<Vec<WireContainer>>,
     init_containers: Option<Vec<WireContainer>>,
+    ephemeral_containers: Option<Vec<WireContainer>>,
+    host_network: Option<bool>,
+    host_users: Option<bool>,
     overhead: Option<Resources>,
+    resources: Option<WireResources>,
     topology_spread_constraints: Option<Vec<TopologySpreadConstraint>>,
     scheduling_gates: Option<Vec<WireName>>,
     volumes: Option<Vec<WireVolume>>,
@@ -113,6 +120,11 @@ struct WireSpec {
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
 struct WireContainer {
+    #[serde(default)]
+    name: String,
+    image: Option<String>,
+    restart_policy_rules: Option<Vec<WireRestartRule>>,
+    volume_mounts: Option<Vec<WireVolumeMount>>,
     resources: Option<WireResources>,
     ports: Option<Vec<WirePort>>,
     restart_policy: Option<String>,
@@ -120,7 +132,7 @@ struct WireContainer {
 
 #[derive(Deserialize, Default)]
 struct WireResources {
-    requests: Option<Resources>,
+    requests: Option<RequestList>,
 }
 
 #[derive(Deserialize)]
@@ -144,6 +156,24 @@ struct WireVolume {
     name: String,
     persistent_volume_claim: Option<WireClaim>,
     ephemeral: Option<serde::de::IgnoredAny>,
+    image: Option<WireImageVolume>,
+}
+
+#[derive(Deserialize)]
+struct WireRestartRule {
+    #[serde(default)]
+    action: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireVolumeMount {
+    bind_mount_options: Option<Vec<String>>,
+}
+
+#[derive(Deserialize)]
+struct WireImageVolume {
+    reference: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -153,45 +183,124 @@ struct WireClaim {
 }
 
 impl WireContainer {
-    fn view(&self) -> ContainerView {
-        ContainerView {
-            requests: self
-                .resources
-                .as_ref()
-                .and_then(|r| r.requests.clone())
-                .unwrap_or_default(),
-            ports: self
-                .ports
-                .iter()
-                .flatten()
-                .filter_map(|p| host_port(p.host_port, p.protocol.as_deref(), p.host_ip.as_deref()))
-                .collect(),
-            sidecar: self.restart_policy.as_deref() == Some("Always"),
-        }
+    fn has_bind_mount_options(&self) -> bool {
+        self.volume_mounts
+            .iter()
+            .flatten()
+            .any(|m| m.bind_mount_options.as_ref().is_some_and(|o| !o.is_empty()))
+    }
+
+    fn view(&self, statuses: &[WireContainerStatus]) -> (ContainerView, ContainerResources) {
+        let status = statuses.iter().find(|s| s.name == self.name);
+        (
+            ContainerView {
+                ports: self
+                    .ports
+                    .iter()
+                    .flatten()
+                    .filter_map(|p| {
+                        host_port(p.host_port, p.protocol.as_deref(), p.host_ip.as_deref())
+                    })
+                    .collect(),
+            },
+            ContainerResources {
+                requests: self
+                    .resources
+                    .as_ref()
+                    .and_then(|r| r.requests.clone())
+                    .unwrap_or_default(),
+                allocated: status.and_then(|s| s.allocated_resources.clone()),
+                actuated: status
+                    .and_then(|s| s.resources.as_ref())
+                    .and_then(|r| r.requests.clone()),
+                sidecar: self.restart_policy.as_deref() == Some("Always"),
+            },
+        )
     }
 }
 
 impl WireSpec {
-    fn info(self, pod_name: &str) -> PodSpecInfo {
-        let containers: Vec<_> = self
+    /// The spec's view; the status gives the resize resources (taken from it).
+    fn info(self, pod_name: &str, status: &mut WireStatus) -> PodSpecInfo {
+        // `findContainerStatus`: container statuses first, then init ones.
+        let statuses: Vec<WireContainerStatus> = status
+            .container_statuses
+            .take()
+            .into_iter()
+            .flatten()
+            .chain(status.init_container_statuses.take().into_iter().flatten())
+            .collect();
+        let (views, containers): (Vec<_>, Vec<_>) = self
             .containers
             .iter()
             .flatten()
-            .map(WireContainer::view)
-            .collect();
-        let init: Vec<_> = self
+            .map(|c| c.view(&statuses))
+            .unzip();
+        let (init_views, init_containers): (Vec<_>, Vec<_>) = self
             .init_containers
             .iter()
             .flatten()
-            .map(WireContainer::view)
+            .map(|c| c.view(&statuses))
+            .unzip();
+        let pod_status_resources = status.resources.take();
+        let resources = PodResources {
+            containers,
+            init_containers,
+            overhead: self.overhead.unwrap_or_default(),
+            pod_requests: self.resources.and_then(|r| r.requests),
+            pod_allocated: status.allocated_resources.take(),
+            pod_status_resources: pod_status_resources.is_some(),
+            pod_actuated: pod_status_resources.and_then(|r| r.requests),
+            resize_infeasible: resize_infeasible(
+                status
+                    .conditions
+                    .iter()
+                    .flatten()
+                    .map(|c| (c.kind.as_str(), c.reason.as_deref())),
+            ),
+        };
+        let r = requests_and_ports(&views, &init_views, &resources);
+        let containers = || {
+            self.init_containers
+                .iter()
+                .flatten()
+                .chain(self.containers.iter().flatten())
+        };
+        let required_features = PodFeatureInputs {
+            restart_all_containers: containers().any(|c| {
+                c.restart_policy_rules
+                    .iter()
+                    .flatten()
+                    .any(|r| r.action == RESTART_ALL_CONTAINERS_ACTION)
+            }),
+            host_network: self.host_network == Some(true),
+            host_users_false: self.host_users == Some(false),
+            bind_mount_options: containers()
+                .chain(self.ephemeral_containers.iter().flatten())
+                .any(WireContainer::has_bind_mount_options),
+        }
+        .infer();
+        let images = self
+            .init_containers
+            .iter()
+            .flatten()
+            .chain(self.containers.iter().flatten())
+            .map(|c| c.image.as_deref().unwrap_or(""))
+            .chain(self.volumes.iter().flatten().filter_map(|v| {
+                v.image
+                    .as_ref()
+                    .map(|i| i.reference.as_deref().unwrap_or(""))
+            }))
+            .map(normalized_image_name)
             .collect();
-        let r = requests_and_ports(&containers, &init, &self.overhead.unwrap_or_default());
         PodSpecInfo {
             node_selector: self.node_selector.unwrap_or_default(),
             affinity: self.affinity,
             tolerations: self.tolerations.unwrap_or_default(),
-            requests: r.requests,
-            non_zero_requests: r.non_zero,
+            requests: r.requests.spec,
+            counted: r.requests.counted,
+            non_zero_requests: r.requests.non_zero,
+            scoring_requests: r.requests.scoring,
             host_ports: r.host_ports,
             topology_spread_constraints: self.topology_spread_constraints.unwrap_or_default(),
             scheduling_gates: self
@@ -210,6 +319,8 @@ impl WireSpec {
                     (None, None) => None,
                 })
                 .collect(),
+            images,
+            required_features,
         }
     }
 }
@@ -220,4 +331,26 @@ struct WireStatus {
     phase: Option<String>,
     nominated_node_name: Option<String>,
     start_time: Option<String>,
+    allocated_resources: Option<RequestList>,
+    resources: Option<WireResources>,
+    container_statuses: Option<Vec<WireContainerStatus>>,
+    init_container_statuses: Option<Vec<WireContainerStatus>>,
+    conditions: Option<Vec<WireCondition>>,
+}
+
+/// The resize resources of one container's status.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireContainerStatus {
+    #[serde(default)]
+    name: String,
+    allocated_resources: Option<RequestList>,
+    resources: Option<WireResources>,
+}
+
+#[derive(Deserialize)]
+struct WireCondition {
+    #[serde(rename = "type", default)]
+    kind: String,
+    reason: Option<String>,
 }

@@ -108,8 +108,8 @@ fn scale_down_may_help(pod: &PodInfo, change: &Change) -> QueueingHint {
     }
     queue_if(any_requested(
         &pod.spec.requests,
-        &before.spec.requests,
-        &after.spec.requests,
+        &before.spec.counted,
+        &after.spec.counted,
     ))
 }
 

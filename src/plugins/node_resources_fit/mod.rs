@@ -33,7 +33,7 @@
 
 mod args;
 mod hints;
-mod strategy;
+pub(crate) mod strategy;
 
 use std::collections::HashSet;
 

@@ -25,7 +25,7 @@ pub(super) fn is_scalar_resource_name(name: &str) -> bool {
 
 /// A scored resource, resolved once when the plugin is built.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum ScoredResource {
+pub(crate) enum ScoredResource {
     Cpu,
     Memory,
     EphemeralStorage,
@@ -35,7 +35,7 @@ pub(super) enum ScoredResource {
 }
 
 impl ScoredResource {
-    pub(super) fn from_name(name: &str) -> Self {
+    pub(crate) fn from_name(name: &str) -> Self {
         match name {
             "cpu" => ScoredResource::Cpu,
             "memory" => ScoredResource::Memory,
@@ -45,12 +45,25 @@ impl ScoredResource {
         }
     }
 
+    /// The pod's request for this resource as NodeResourcesBalancedAllocation
+    /// reads it (`useRequested`: no defaults for missing cpu or memory).
+    pub(crate) fn pod_requested(&self, spec: &PodSpecInfo) -> i64 {
+        let requests = &spec.counted;
+        match self {
+            ScoredResource::Cpu => requests.milli_cpu,
+            ScoredResource::Memory => requests.memory,
+            ScoredResource::EphemeralStorage => requests.ephemeral_storage,
+            ScoredResource::Scalar(name) => requests.scalar.get(name).copied().unwrap_or(0),
+            ScoredResource::Untracked => 0,
+        }
+    }
+
     /// The pod's request for this resource (non-zero for cpu and memory).
     pub(super) fn pod_request(&self, spec: &PodSpecInfo) -> i64 {
-        let requests = &spec.requests;
+        let requests = &spec.scoring_requests;
         match self {
-            ScoredResource::Cpu => spec.non_zero_requests.milli_cpu,
-            ScoredResource::Memory => spec.non_zero_requests.memory,
+            ScoredResource::Cpu => requests.milli_cpu,
+            ScoredResource::Memory => requests.memory,
             ScoredResource::EphemeralStorage => requests.ephemeral_storage,
             ScoredResource::Scalar(name) => requests.scalar.get(name).copied().unwrap_or(0),
             ScoredResource::Untracked => 0,
@@ -59,34 +72,61 @@ impl ScoredResource {
 
     /// `(allocatable, requested including the pod)` on `node`, or `(0, 0)`
     /// when the resource does not take part (kube-scheduler's
-    /// `calculateResourceAllocatableRequest`).
+    /// `calculateNodeAllocatableRequest` with `NonZeroRequested` for cpu
+    /// and memory, as NodeResourcesFit scores).
     pub(super) fn allocatable_and_requested(
         &self,
         node: &NodeInfo,
         usage: Option<&NodeUsage>,
         pod_request: i64,
     ) -> (i64, i64) {
-        let alloc = &node.allocatable;
-        let used = |f: fn(&Resources) -> i64| usage.map_or(0, |u| f(&u.requested));
-        let non_zero = |f: fn(&Resources) -> i64| usage.map_or(0, |u| f(&u.non_zero_requested));
-        match self {
-            ScoredResource::Cpu => (alloc.milli_cpu, non_zero(|r| r.milli_cpu) + pod_request),
-            ScoredResource::Memory => (alloc.memory, non_zero(|r| r.memory) + pod_request),
-            ScoredResource::EphemeralStorage => (
-                alloc.ephemeral_storage,
-                used(|r| r.ephemeral_storage) + pod_request,
-            ),
-            ScoredResource::Scalar(_) if pod_request == 0 => (0, 0),
-            ScoredResource::Scalar(name) => match alloc.scalar.get(name) {
-                Some(&a) => {
-                    let u = usage.and_then(|u| u.requested.scalar.get(name).copied());
-                    (a, u.unwrap_or(0) + pod_request)
-                }
-                None => (0, 0),
-            },
-            ScoredResource::Untracked => (0, 0),
+        match self.allocatable_and_allocated(node, usage, pod_request, NodeRequests::NonZero) {
+            Some((allocatable, allocated)) => (allocatable, allocated + pod_request),
+            None => (0, 0),
         }
     }
+
+    /// `(allocatable, what the node's pods request)` on `node`, or `None`
+    /// when the resource does not take part: an extended resource the pod
+    /// does not request, one the node has none of, or one kube-scheduler
+    /// does not track (`calculateResourceAllocatableRequest`).
+    pub(crate) fn allocatable_and_allocated(
+        &self,
+        node: &NodeInfo,
+        usage: Option<&NodeUsage>,
+        pod_request: i64,
+        counting: NodeRequests,
+    ) -> Option<(i64, i64)> {
+        let alloc = &node.allocatable;
+        let used = |f: fn(&Resources) -> i64| usage.map_or(0, |u| f(&u.requested));
+        let cpu_or_memory = |f: fn(&Resources) -> i64| match counting {
+            NodeRequests::NonZero => usage.map_or(0, |u| f(&u.non_zero_requested)),
+            NodeRequests::Requested => used(f),
+        };
+        let (allocatable, allocated) = match self {
+            ScoredResource::Cpu => (alloc.milli_cpu, cpu_or_memory(|r| r.milli_cpu)),
+            ScoredResource::Memory => (alloc.memory, cpu_or_memory(|r| r.memory)),
+            ScoredResource::EphemeralStorage => {
+                (alloc.ephemeral_storage, used(|r| r.ephemeral_storage))
+            }
+            ScoredResource::Scalar(_) if pod_request == 0 => return None,
+            ScoredResource::Scalar(name) => {
+                let u = usage.and_then(|u| u.requested.scalar.get(name).copied());
+                (*alloc.scalar.get(name)?, u.unwrap_or(0))
+            }
+            ScoredResource::Untracked => return None,
+        };
+        (allocatable != 0).then_some((allocatable, allocated))
+    }
+}
+
+/// Which sum of a node's pods cpu and memory scores read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NodeRequests {
+    /// `NonZeroRequested`: missing requests at 100m/200Mi (NodeResourcesFit).
+    NonZero,
+    /// `Requested` (BalancedAllocation's `useRequested`).
+    Requested,
 }
 
 /// `leastRequestedScore`: the free share of the node, 0..=100.

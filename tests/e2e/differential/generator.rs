@@ -11,6 +11,8 @@ const GPU: &str = "example.com/gpu";
 const DEDICATED: &str = "e2e.placer.io/dedicated";
 const SPOT: &str = "e2e.placer.io/spot";
 const MAINTENANCE: &str = "e2e.placer.io/maintenance";
+/// The node feature a `RestartAllContainers` restart rule needs.
+const RESTART_ALL_FEATURE: &str = "RestartAllContainersOnContainerExits";
 
 /// xorshift64*: small, fast, good enough to pick test inputs; seeded through splitmix64.
 /// Shared with the score differential (`differential_scores`).
@@ -79,6 +81,8 @@ struct NodeSpec {
     unschedulable: bool,
     /// Pods already bound to the node.
     occupants: Vec<Load>,
+    /// Declares `RestartAllContainersOnContainerExits` (drawn last, in `generate`).
+    declares_restart_all: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -91,6 +95,11 @@ struct PodSpec {
     /// Required node affinity: terms (ORed) of match expressions (ANDed).
     terms: Vec<Vec<Value>>,
     tolerations: Vec<Value>,
+    /// Pod-level requests: the containers' plus this much cpu (milli) and memory (Mi), drawn
+    /// last, in `generate`.
+    pod_level: Option<(u32, u32)>,
+    /// A container restart rule needing `RestartAllContainersOnContainerExits` (drawn last).
+    restart_all: bool,
 }
 
 /// One generated case: nodes and the pod to schedule on them.
@@ -152,6 +161,14 @@ impl Case {
         }
         pod.load.class = rng.pick(&[Class::None, Class::Low, Class::High, Class::High]);
         pod.pinned = rng.chance(20).then(|| rng.below(nodes.len()));
+        // Pod-level resources and declared features last, so earlier draws stay as they were.
+        pod.pod_level = rng
+            .chance(25)
+            .then(|| (rng.pick(&[0, 500, 2000]), rng.pick(&[0, 256, 2048])));
+        pod.restart_all = rng.chance(25);
+        for n in &mut nodes {
+            n.declares_restart_all = rng.chance(50);
+        }
         Self { index, nodes, pod }
     }
 
@@ -203,6 +220,7 @@ impl Case {
             taints,
             unschedulable: rng.chance(15),
             occupants,
+            declares_restart_all: false,
         }
     }
 
@@ -247,6 +265,8 @@ impl Case {
             node_selector,
             terms,
             tolerations,
+            pod_level: None,
+            restart_all: false,
         }
     }
 
@@ -275,12 +295,18 @@ impl Case {
                     .map(|(k, v, e)| json!({ "key": k, "value": v, "effect": e }))
                     .collect();
                 let now = k8s_openapi::jiff::Timestamp::now().to_string();
+                let declared: &[&str] = if n.declares_restart_all {
+                    &[RESTART_ALL_FEATURE]
+                } else {
+                    &[]
+                };
                 serde_json::from_value(json!({
                     "metadata": { "name": name, "labels": labels },
                     "spec": { "taints": taints, "unschedulable": n.unschedulable },
                     "status": {
                         "capacity": resources,
                         "allocatable": resources,
+                        "declaredFeatures": declared,
                         "conditions": [{
                             "type": "Ready", "status": "True", "reason": "KubeletReady",
                             "message": "placer e2e fake node",
@@ -358,6 +384,22 @@ impl Case {
                 "resources": { "requests": { "cpu": format!("{cpu}m") } },
             }]);
         }
+        if let Some((cpu, memory)) = self.pod.pod_level {
+            // At least what the containers request, as validation requires.
+            let load = &self.pod.load;
+            let cpu_m = load.cpu_m.max(self.pod.init_cpu_m.unwrap_or(0)) + cpu;
+            spec["resources"] = json!({ "requests": {
+                "cpu": format!("{cpu_m}m"),
+                "memory": format!("{}Mi", load.memory_mi + memory + 64),
+            } });
+        }
+        if self.pod.restart_all {
+            spec["containers"][0]["restartPolicy"] = json!("Never");
+            spec["containers"][0]["restartPolicyRules"] = json!([{
+                "action": "RestartAllContainers",
+                "exitCodes": { "operator": "In", "values": [42] },
+            }]);
+        }
         pod_object(&side.tag, side, "case", spec)
     }
 
@@ -374,7 +416,7 @@ impl Case {
             let _ = writeln!(
                 out,
                 "  node {i}: cpu {}m, memory {}Mi, pods {}, {GPU} {}, labels {:?}, taints {:?}, \
-                 unschedulable {}, bound pods {:?}",
+                 unschedulable {}, bound pods {:?}, declares {RESTART_ALL_FEATURE} {}",
                 n.cpu_m,
                 n.memory_mi,
                 n.pods,
@@ -383,6 +425,7 @@ impl Case {
                 n.taints,
                 n.unschedulable,
                 n.occupants,
+                n.declares_restart_all,
             );
         }
         let classes = Classes {

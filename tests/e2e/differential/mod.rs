@@ -7,11 +7,15 @@
 //! (sometimes an init container, sometimes an extended resource), `nodeSelector`, required node
 //! affinity (`In`, `NotIn`, `Exists`, `DoesNotExist`, `Gt`, `Lt`), tolerations, and sometimes a
 //! `hostPort`, with a node already holding a pod on that port (same or other protocol and host
-//! IP). placer in standalone mode and stock kube-scheduler each get a copy of the pod. Both run
-//! the same plugins in the same order, kube-scheduler's default order
-//! ([`safety_filter_plugins`]: `NodeName`, `NodeUnschedulable`, `TaintToleration`,
-//! `NodeAffinity`, `NodePorts`, `NodeResourcesFit`, plus queue sort and gates, and the
-//! PostFilter `DefaultPreemption`). Bound pods and the case's pod get random priorities (no
+//! IP); sometimes pod-level `spec.resources` requests over the containers'; sometimes a container
+//! restart rule with action `RestartAllContainers`, which needs nodes declaring
+//! `RestartAllContainersOnContainerExits` in `status.declaredFeatures` (some do).
+//! placer in standalone mode and stock kube-scheduler each get a copy of the pod.
+//! kube-scheduler runs its default profile with only the plugins placer lacks disabled by name
+//! ([`PLACER_LACKS`]); placer runs the rest in the same order ([`comparable_plugins`]: `NodeName`,
+//! `NodeUnschedulable`, `TaintToleration`, `NodeAffinity`, `NodePorts`, `NodeResourcesFit`,
+//! `VolumeBinding`, `PodTopologySpread`, `InterPodAffinity`, the PostFilter `DefaultPreemption`,
+//! the scores and `NodeDeclaredFeatures`, plus queue sort and gates). Bound pods and the case's pod get random priorities (no
 //! class, or the test's classes of value 10 and 1000), so some cases preempt: the pod's first
 //! `FailedScheduling` then says where it will go and how many pods it evicts, and it is bound
 //! once they are gone. The test asserts that for every case both agree on bound vs unschedulable
@@ -62,7 +66,7 @@ use kube::Api;
 use kube::api::{DeleteParams, ListParams, PostParams};
 use serde_json::{Value, json};
 
-use crate::harness::compare::{KubeSchedulerYaml, placer_policy, safety_filter_plugins};
+use crate::harness::compare::{KubeSchedulerYaml, PLACER_LACKS, comparable_plugins, placer_policy};
 use crate::harness::{Placer, RUN_LABEL, Scheduler, TestEnv};
 
 mod generator;
@@ -104,17 +108,16 @@ async fn placer_filters_agree_with_kube_scheduler() -> anyhow::Result<()> {
         low: env.create_priority_class("low", 10).await?,
         high: env.create_priority_class("high", 1000).await?,
     };
-    let plugins = safety_filter_plugins();
     let _placer = Placer::start_with(
         &env,
-        &placer_policy(&names.placer, &plugins),
+        &placer_policy(&names.placer, &comparable_plugins()),
         "placer",
         "standalone",
         &[],
     )
     .await?;
     let yaml = KubeSchedulerYaml::new()
-        .profile(&names.kube, &plugins)
+        .default_profile(&names.kube, &PLACER_LACKS)
         .render(&env);
     let _kube = Scheduler::start_with_yaml(&env, &yaml).await?;
 

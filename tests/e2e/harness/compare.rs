@@ -1,10 +1,12 @@
 //! Standalone placer next to stock kube-scheduler, both running the same plugins.
 //!
 //! One [`ProfilePlugin`] list renders both placer's policy profile ([`placer_policy`]) and a
-//! kube-scheduler profile ([`KubeSchedulerYaml`]). The kube-scheduler profile disables every
+//! kube-scheduler profile ([`KubeSchedulerYaml`]). A kube-scheduler profile either disables every
 //! default (`multiPoint: {disabled: [{name: "*"}]}`) and enables exactly the listed plugins in
 //! that order through `multiPoint`, plus `DefaultBinder` (kube-scheduler refuses a profile
-//! without a bind plugin; placer binds without one). Both run `DefaultPreemption`, so their
+//! without a bind plugin; placer binds without one) ([`KubeSchedulerYaml::profile`]), or is its
+//! default profile with only the plugins placer lacks disabled by name
+//! ([`KubeSchedulerYaml::default_profile`], against [`comparable_plugins`] on placer's side). Both run `DefaultPreemption`, so their
 //! `FailedScheduling` messages end with the same preemption part. Both schedulers run their
 //! Filter plugins in list order and stop at a node's first rejection, so the order decides which
 //! reason a node reports: keep the lists in kube-scheduler's default order.
@@ -57,17 +59,33 @@ pub fn safety_filter_plugins() -> Vec<ProfilePlugin> {
     ]
 }
 
+/// kube-scheduler v1.37's default plugins that placer does not implement: a default profile
+/// with these disabled by name runs what [`comparable_plugins`] runs.
+pub const PLACER_LACKS: [&str; 4] = [
+    "VolumeRestrictions",
+    "NodeVolumeLimits",
+    "VolumeZone",
+    "DynamicResources",
+];
+
 /// Every kube-scheduler default plugin placer implements, in kube-scheduler's default order and
-/// with its default weights: [`safety_filter_plugins`] plus `VolumeBinding`, `PodTopologySpread`
-/// (kube-scheduler's system default constraints) and `InterPodAffinity`. kube-scheduler's
-/// defaults that placer lacks (`VolumeRestrictions`, `NodeVolumeLimits`, `VolumeZone`,
-/// `NodeResourcesBalancedAllocation`, `ImageLocality`) are left out.
+/// with its default weights: [`safety_filter_plugins`] with `VolumeBinding`, `PodTopologySpread`
+/// (kube-scheduler's system default constraints), `InterPodAffinity`,
+/// `NodeResourcesBalancedAllocation`, `ImageLocality` and `NodeDeclaredFeatures` in their places.
+/// kube-scheduler's defaults that placer lacks ([`PLACER_LACKS`]) are left out.
 pub fn comparable_plugins() -> Vec<ProfilePlugin> {
     let mut plugins = safety_filter_plugins();
+    let preemption = plugins.pop();
     plugins.extend([
         plugin("VolumeBinding", None),
         plugin("PodTopologySpread", Some(2)),
         plugin("InterPodAffinity", Some(2)),
+    ]);
+    plugins.extend(preemption);
+    plugins.extend([
+        plugin("NodeResourcesBalancedAllocation", Some(1)),
+        plugin("ImageLocality", Some(1)),
+        plugin("NodeDeclaredFeatures", None),
     ]);
     plugins
 }
@@ -100,12 +118,21 @@ pub fn placer_policy(profile: &str, plugins: &[ProfilePlugin]) -> String {
         .to_yaml()
 }
 
-/// A `KubeSchedulerConfiguration` with one or more profiles of exactly the given plugins.
+/// A `KubeSchedulerConfiguration` with one or more profiles.
 #[derive(Clone, Debug)]
 pub struct KubeSchedulerYaml {
-    profiles: Vec<(String, Vec<ProfilePlugin>)>,
+    profiles: Vec<(String, Plugins)>,
     qps: f64,
     burst: u32,
+}
+
+/// What one kube-scheduler profile runs.
+#[derive(Clone, Debug)]
+enum Plugins {
+    /// Exactly these (every default disabled with `*`), plus `DefaultBinder`.
+    Exactly(Vec<ProfilePlugin>),
+    /// The default profile with these disabled by name.
+    DefaultsWithout(Vec<&'static str>),
 }
 
 impl KubeSchedulerYaml {
@@ -121,8 +148,21 @@ impl KubeSchedulerYaml {
     /// Adds a profile `scheduler_name` running exactly `plugins` (plus `DefaultBinder`).
     #[must_use]
     pub fn profile(mut self, scheduler_name: &str, plugins: &[ProfilePlugin]) -> Self {
-        self.profiles
-            .push((scheduler_name.to_owned(), plugins.to_vec()));
+        self.profiles.push((
+            scheduler_name.to_owned(),
+            Plugins::Exactly(plugins.to_vec()),
+        ));
+        self
+    }
+
+    /// Adds a profile `scheduler_name` running kube-scheduler's default plugins with their
+    /// default args, but for `disabled` (by name; never `*`).
+    #[must_use]
+    pub fn default_profile(mut self, scheduler_name: &str, disabled: &[&'static str]) -> Self {
+        self.profiles.push((
+            scheduler_name.to_owned(),
+            Plugins::DefaultsWithout(disabled.to_vec()),
+        ));
         self
     }
 
@@ -141,6 +181,17 @@ impl KubeSchedulerYaml {
             .profiles
             .iter()
             .map(|(name, plugins)| {
+                let plugins = match plugins {
+                    Plugins::Exactly(plugins) => plugins,
+                    Plugins::DefaultsWithout(disabled) => {
+                        let disabled: Vec<Value> =
+                            disabled.iter().map(|n| json!({ "name": n })).collect();
+                        return json!({
+                            "schedulerName": name,
+                            "plugins": { "multiPoint": { "disabled": disabled } },
+                        });
+                    }
+                };
                 let mut enabled: Vec<Value> = plugins
                     .iter()
                     .map(|p| match p.weight {

@@ -31,6 +31,8 @@ pub struct NodeBuilder {
     taints: Vec<Value>,
     cpu: String,
     memory: String,
+    /// `status.images` entries.
+    images: Vec<Value>,
 }
 
 impl NodeBuilder {
@@ -50,6 +52,7 @@ impl NodeBuilder {
             taints: Vec::new(),
             cpu: "8".into(),
             memory: "32Gi".into(),
+            images: Vec::new(),
         }
     }
 
@@ -82,6 +85,14 @@ impl NodeBuilder {
         self
     }
 
+    /// Adds a `status.images` entry: an image the node holds under `names`.
+    #[must_use]
+    pub fn image(mut self, names: &[&str], size_bytes: i64) -> Self {
+        self.images
+            .push(json!({ "names": names, "sizeBytes": size_bytes }));
+        self
+    }
+
     /// The node's name.
     pub fn name(&self) -> &str {
         &self.name
@@ -97,6 +108,7 @@ impl NodeBuilder {
             "status": {
                 "capacity": resources,
                 "allocatable": resources,
+                "images": self.images,
                 "conditions": [{
                     "type": "Ready", "status": "True", "reason": "KubeletReady",
                     "message": "placer e2e fake node", "lastHeartbeatTime": now, "lastTransitionTime": now,

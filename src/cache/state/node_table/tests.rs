@@ -24,6 +24,10 @@ fn pod(cpu: i64) -> PodInfo {
                 milli_cpu: cpu,
                 ..Default::default()
             },
+            counted: Resources {
+                milli_cpu: cpu,
+                ..Default::default()
+            },
             ..Default::default()
         }),
         ..Default::default()
