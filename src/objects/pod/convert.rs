@@ -6,6 +6,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
+use super::volumes::{InlineDisk, Sources};
 use super::{
     ContainerView, ControllerRef, PREEMPT_NEVER, PodInfo, PodSpecInfo, PreemptionInfo, Requests,
     VolumeClaim, host_port, requests_and_ports,
@@ -132,6 +133,21 @@ fn spec_from_api(pod_name: &str, spec: &k8s_openapi::api::core::v1::PodSpec) -> 
                 (Some(c), _) => Some(VolumeClaim::named(&c.claim_name)),
                 (None, Some(_)) => Some(VolumeClaim::ephemeral(pod_name, &v.name)),
                 (None, None) => None,
+            })
+            .collect(),
+        inline_disks: spec
+            .volumes
+            .iter()
+            .flatten()
+            .filter_map(|v| {
+                InlineDisk::of(Sources {
+                    gce: v.gce_persistent_disk.as_ref(),
+                    ebs: v.aws_elastic_block_store.as_ref(),
+                    iscsi: v.iscsi.as_ref(),
+                    rbd: v.rbd.as_ref(),
+                    azure: v.azure_disk.as_ref(),
+                    portworx: v.portworx_volume.as_ref(),
+                })
             })
             .collect(),
     }

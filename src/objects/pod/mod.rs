@@ -15,7 +15,10 @@
 mod convert;
 #[cfg(test)]
 mod tests;
+mod volumes;
 mod wire;
+
+pub use volumes::InlineDisk;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -132,6 +135,8 @@ pub struct PodSpecInfo {
     pub scheduling_gates: Vec<String>,
     /// Claims the pod's volumes need, in volume order.
     pub pvc_claims: Vec<VolumeClaim>,
+    /// Disks named in-line in the pod's volumes, in volume order.
+    pub inline_disks: Vec<InlineDisk>,
 }
 
 /// A PersistentVolumeClaim one of the pod's volumes needs.

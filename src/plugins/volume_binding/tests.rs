@@ -32,6 +32,7 @@ fn zonal(name: &str, zone: &str) -> VolumeInfo {
     VolumeInfo {
         name: name.into(),
         node_affinity: Some(selector),
+        ..Default::default()
     }
 }
 
@@ -73,6 +74,7 @@ fn bound_volumes_pin_the_pod_to_their_nodes() {
     c.objects_mut::<VolumeInfo>().apply(VolumeInfo {
         name: "pv-any".into(),
         node_affinity: None,
+        ..Default::default()
     });
     c.objects_mut::<ClaimInfo>()
         .apply(claim("ghost", Some("pv-gone"), true));
@@ -127,14 +129,17 @@ fn unbound_claims_wait_for_the_pv_controller_or_are_refused() {
     c.objects_mut::<StorageClassInfo>().apply(StorageClassInfo {
         name: "fast".into(),
         wait_for_first_consumer: Some(false),
+        ..Default::default()
     });
     c.objects_mut::<StorageClassInfo>().apply(StorageClassInfo {
         name: "local".into(),
         wait_for_first_consumer: Some(true),
+        ..Default::default()
     });
     c.objects_mut::<StorageClassInfo>().apply(StorageClassInfo {
         name: "broken".into(),
         wait_for_first_consumer: None,
+        ..Default::default()
     });
     let with_class = |name: &str, class: &str| ClaimInfo {
         storage_class: class.into(),
