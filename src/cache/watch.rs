@@ -28,7 +28,7 @@ use serde::de::DeserializeOwned;
 use tracing::info;
 
 use crate::cache::events::{
-    ActionType, Change, ClusterEvent, EventResource, Observed, node_update, pod_update,
+    ActionType, Change, ClusterEvent, EventResource, Observed, kinds, node_update, pod_update,
 };
 use crate::cache::watch_stream::{self, Step};
 use crate::cache::{Cache, ClusterState, Stored};
@@ -196,13 +196,13 @@ pub async fn watch_scheduling_objects(client: Client, cache: Arc<Cache>) {
     let (c, k) = (&client, &cache);
     tokio::join!(
         watch_keyed::<PodDisruptionBudget, DisruptionBudget>(c, k, "poddisruptionbudget"),
-        watch_keyed::<PersistentVolumeClaim, ClaimInfo>(c, k, "persistentvolumeclaim"),
-        watch_keyed::<PersistentVolume, VolumeInfo>(c, k, "persistentvolume"),
-        watch_keyed::<StorageClass, StorageClassInfo>(c, k, "storageclass"),
-        watch_keyed::<CSINode, CsiNodeInfo>(c, k, "csinode"),
-        watch_keyed::<CSIDriver, CsiDriverInfo>(c, k, "csidriver"),
-        watch_keyed::<VolumeAttachment, AttachmentInfo>(c, k, "volumeattachment"),
-        watch_keyed::<CSIStorageCapacity, StorageCapacityInfo>(c, k, "csistoragecapacity"),
+        watch_keyed::<PersistentVolumeClaim, ClaimInfo>(c, k, kinds::PERSISTENT_VOLUME_CLAIM),
+        watch_keyed::<PersistentVolume, VolumeInfo>(c, k, kinds::PERSISTENT_VOLUME),
+        watch_keyed::<StorageClass, StorageClassInfo>(c, k, kinds::STORAGE_CLASS),
+        watch_keyed::<CSINode, CsiNodeInfo>(c, k, kinds::CSI_NODE),
+        watch_keyed::<CSIDriver, CsiDriverInfo>(c, k, kinds::CSI_DRIVER),
+        watch_keyed::<VolumeAttachment, AttachmentInfo>(c, k, kinds::VOLUME_ATTACHMENT),
+        watch_keyed::<CSIStorageCapacity, StorageCapacityInfo>(c, k, kinds::CSI_STORAGE_CAPACITY),
         watch_keyed::<Namespace, NamespaceInfo>(c, k, "namespace"),
         watch_keyed::<Service, ServiceSelector>(c, k, "service"),
         watch_keyed::<ReplicationController, ReplicationControllerSelector>(

@@ -333,13 +333,7 @@ mod tests {
         assert!(got.contains(&("InterPodAffinity", 2)));
         assert_eq!(
             missing,
-            [
-                "VolumeRestrictions",
-                "NodeVolumeLimits",
-                "VolumeZone",
-                "NodeResourcesBalancedAllocation",
-                "ImageLocality"
-            ]
+            ["NodeResourcesBalancedAllocation", "ImageLocality"]
         );
         assert_eq!(t.extender_weight, 1);
     }

@@ -131,6 +131,12 @@ registry! {
     node_ports: NodePorts(NodePortsArgs);
     /// VolumeBinding (bound claims; unbound WaitForFirstConsumer claims are refused).
     volume_binding: VolumeBinding(VolumeBindingArgs);
+    /// VolumeRestrictions.
+    volume_restrictions: VolumeRestrictions(VolumeRestrictionsArgs);
+    /// NodeVolumeLimits.
+    node_volume_limits: NodeVolumeLimits(NodeVolumeLimitsArgs);
+    /// VolumeZone.
+    volume_zone: VolumeZone(VolumeZoneArgs);
     /// PodTopologySpread.
     pod_topology_spread: PodTopologySpread(PodTopologySpreadArgs);
     /// InterPodAffinity.
@@ -153,7 +159,7 @@ mod tests {
 
     #[test]
     fn every_listed_plugin_defaults_builds_and_names_itself() {
-        assert_eq!(PLUGIN_NAMES.len(), 16);
+        assert_eq!(PLUGIN_NAMES.len(), 19);
         for &name in PLUGIN_NAMES {
             let args = PluginArgs::default_for(name).unwrap();
             assert_eq!(args.plugin_name(), name);

@@ -58,14 +58,17 @@ pub fn safety_filter_plugins() -> Vec<ProfilePlugin> {
 }
 
 /// Every kube-scheduler default plugin placer implements, in kube-scheduler's default order and
-/// with its default weights: [`safety_filter_plugins`] plus `VolumeBinding`, `PodTopologySpread`
+/// with its default weights: [`safety_filter_plugins`] plus the volume filters
+/// (`VolumeRestrictions`, `NodeVolumeLimits`, `VolumeBinding`, `VolumeZone`), `PodTopologySpread`
 /// (kube-scheduler's system default constraints) and `InterPodAffinity`. kube-scheduler's
-/// defaults that placer lacks (`VolumeRestrictions`, `NodeVolumeLimits`, `VolumeZone`,
-/// `NodeResourcesBalancedAllocation`, `ImageLocality`) are left out.
+/// defaults that placer lacks (`NodeResourcesBalancedAllocation`, `ImageLocality`) are left out.
 pub fn comparable_plugins() -> Vec<ProfilePlugin> {
     let mut plugins = safety_filter_plugins();
     plugins.extend([
+        plugin("VolumeRestrictions", None),
+        plugin("NodeVolumeLimits", None),
         plugin("VolumeBinding", None),
+        plugin("VolumeZone", None),
         plugin("PodTopologySpread", Some(2)),
         plugin("InterPodAffinity", Some(2)),
     ]);
