@@ -129,7 +129,7 @@ registry! {
     node_resources_fit: NodeResourcesFit(NodeResourcesFitArgs);
     /// NodePorts.
     node_ports: NodePorts(NodePortsArgs);
-    /// VolumeBinding (bound claims; unbound WaitForFirstConsumer claims are refused).
+    /// VolumeBinding (Filter, Score, Reserve and PreBind).
     volume_binding: VolumeBinding(VolumeBindingArgs);
     /// VolumeRestrictions.
     volume_restrictions: VolumeRestrictions(VolumeRestrictionsArgs);
