@@ -261,10 +261,10 @@ impl FilterPlugin for NodeVolumeLimits {
             *wanted.entry(driver).or_default() += 1;
         }
         for (driver, count) in wanted {
-            if let Some(limit) = limits.get(driver) {
-                if counts.get(driver).copied().unwrap_or(0) + count > i64::from(*limit) {
-                    return Status::unschedulable(ERR_REASON);
-                }
+            if let Some(limit) = limits.get(driver)
+                && counts.get(driver).copied().unwrap_or(0) + count > i64::from(*limit)
+            {
+                return Status::unschedulable(ERR_REASON);
             }
         }
         Status::success()
