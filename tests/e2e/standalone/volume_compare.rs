@@ -9,7 +9,7 @@ use crate::harness::Scheduler;
 use crate::harness::compare::{KubeSchedulerYaml, comparable_plugins, placer_policy};
 
 /// The label that confines each copy's pods to its nodes.
-const COPY: &str = "placer-e2e/copy";
+pub(super) const COPY: &str = "placer-e2e/copy";
 /// A CSI driver with a one-volume limit per node.
 const DRIVER: &str = "csi.placer.test";
 

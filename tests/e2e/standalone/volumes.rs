@@ -6,7 +6,10 @@
 use k8s_openapi::api::storage::v1::StorageClass;
 
 use super::plugins::claim_volume;
+use super::volume_compare::COPY;
 use super::*;
+use crate::harness::Scheduler;
+use crate::harness::compare::{KubeSchedulerYaml, comparable_plugins, placer_policy};
 use crate::harness::controller_manager::ControllerManager;
 
 /// A `WaitForFirstConsumer` class `<run id>-<suffix>` of `provisioner`; returns its name.
@@ -154,5 +157,86 @@ async fn wait_for_first_consumer_claims_are_bound_on_the_chosen_node() -> anyhow
     }
     // Nothing provisions it: the pod waits in PreBind and is not bound.
     env.assert_stays_unbound("dyn-pod", STAYS_PENDING).await?;
+    Ok(())
+}
+
+/// The same WaitForFirstConsumer layout for placer and for stock kube-scheduler (one copy each,
+/// on nodes of its own, one local volume per node): each binds two pods to the nodes of their
+/// volumes through the PV controller, and the third pod's FailedScheduling text is the same.
+#[tokio::test]
+async fn wait_for_first_consumer_outcomes_match_kube_scheduler() -> anyhow::Result<()> {
+    let env = TestEnv::with_own_control_plane("sa-wffc-compare").await?;
+    let placer_name = env.name("placer");
+    let plugins = comparable_plugins();
+    let _kcm = ControllerManager::start_pv_binder(&env).await?;
+    let _placer = Placer::start_with(
+        &env,
+        &placer_policy(&placer_name, &plugins),
+        "placer",
+        "standalone",
+        &[],
+    )
+    .await?;
+    let yaml = KubeSchedulerYaml::new()
+        .profile(&env.scheduler_name(), &plugins)
+        .render(&env);
+    let _kube = Scheduler::start_with_yaml(&env, &yaml).await?;
+
+    let copies = [("p", placer_name.clone()), ("k", env.scheduler_name())];
+    // Every node, class and volume first, so that both schedulers count the same nodes.
+    let mut layout = Vec::new();
+    for (tag, _) in &copies {
+        let nodes = env
+            .create_nodes([
+                env.node(&format!("{tag}1")).label(COPY, tag),
+                env.node(&format!("{tag}2")).label(COPY, tag),
+            ])
+            .await?;
+        let class = wffc_class(
+            &env,
+            &format!("local-{tag}"),
+            "kubernetes.io/no-provisioner",
+        )
+        .await?;
+        for node in &nodes {
+            free_local_volume(&env, &class, node).await?;
+        }
+        layout.push((nodes, class));
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mut texts = Vec::new();
+    for ((tag, scheduler), (nodes, class)) in copies.iter().zip(&layout) {
+        let pod = |name: &str| env.pod(name).scheduler(scheduler).node_selector(COPY, tag);
+        let mut used = BTreeSet::new();
+        for i in 0..2 {
+            let (claim_name, pod_name) = (format!("data-{tag}{i}"), format!("db-{tag}{i}"));
+            unbound_claim(&env, &claim_name, class).await?;
+            env.create_pod_with_spec(&pod(&pod_name), claim_volume(&claim_name))
+                .await?;
+            let node = env.wait_pod_bound(&pod_name).await?;
+            let volume = claim(&env, &claim_name)
+                .await?
+                .spec
+                .and_then(|s| s.volume_name)
+                .unwrap_or_default();
+            assert_eq!(
+                volume,
+                format!("pv-{node}"),
+                "{scheduler}: {pod_name} on {node}"
+            );
+            used.insert(node);
+        }
+        assert_eq!(used.len(), 2, "{scheduler}: one pod per volume");
+        assert!(used.iter().all(|n| nodes.contains(n)));
+        let (claim_name, pod_name) = (format!("data-{tag}2"), format!("db-{tag}2"));
+        unbound_claim(&env, &claim_name, class).await?;
+        env.create_pod_with_spec(&pod(&pod_name), claim_volume(&claim_name))
+            .await?;
+        let event = env.wait_pod_event(&pod_name, "FailedScheduling").await?;
+        texts.push(event.message.unwrap_or_default());
+    }
+    eprintln!("placer: {}\nkube-scheduler: {}", texts[0], texts[1]);
+    assert_eq!(texts[0], texts[1]);
+    assert!(texts[0].contains("2 node(s) didn't find available persistent volumes to bind"));
     Ok(())
 }
