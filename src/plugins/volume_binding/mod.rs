@@ -370,8 +370,29 @@ impl ScorePlugin for VolumeBinding {
         let Some(volumes) = claims.on(&node.name) else {
             return Ok(NodeScore::value(0));
         };
-        Ok(NodeScore::value(self.utilization_score(&volumes)))
+        let score = NodeScore::value(self.utilization_score(&volumes));
+        Ok(match plan(&volumes) {
+            Some(note) => score.with_note(note.into()),
+            None => score,
+        })
     }
+}
+
+/// What binding the pod's claims on a node would do, for `/explain`:
+/// `ns/claim -> volume` per static binding, `ns/claim provisioned here`.
+fn plan(volumes: &PodVolumes) -> Option<String> {
+    let parts: Vec<String> = volumes
+        .static_bindings
+        .iter()
+        .map(|(c, v)| format!("{} -> {}", c.key(), v.name))
+        .chain(
+            volumes
+                .provisions
+                .iter()
+                .map(|(c, _)| format!("{} provisioned here", c.key())),
+        )
+        .collect();
+    (!parts.is_empty()).then(|| parts.join(", "))
 }
 
 impl VolumeBinding {

@@ -4,7 +4,7 @@
 use k8s_openapi::api::core::v1::{NodeSelector, TopologySelectorTerm};
 
 use super::super::*;
-use crate::framework::{Code, PreBindPlugin, ReservePlugin};
+use crate::framework::{Code, PreBindPlugin, PreScorePlugin, ReservePlugin, ScorePlugin};
 use crate::objects::csi::{CsiDriverInfo, StorageCapacityInfo};
 use crate::objects::volume::ClaimRef;
 use crate::plugins::test_support::PodBuilder;
@@ -100,6 +100,11 @@ fn static_volumes_smallest_first_on_reachable_nodes() {
     assert_eq!(v[2].message(), ERR_BIND_CONFLICT);
     let on_a = state.read::<ClaimsState>().unwrap().on("a").unwrap();
     assert_eq!(on_a.static_bindings[0].1.name, "pv-a-small");
+    // /explain shows which volume each node would bind.
+    let mut state = state;
+    assert!(vb.pre_score(&mut state, &p, &[], &c).is_success());
+    let score = vb.score(&state, &p, &node("a"), &c).unwrap();
+    assert_eq!(score.note.as_deref(), Some("ns/data -> pv-a-small"));
     // Too big for every volume on b; access modes must be offered.
     c.objects_mut::<ClaimInfo>().apply(wffc_claim("huge", "local", 6));
     let (_, v) = filter_all(&vb, &pod_with(&["huge"]), &c, &[node("a"), node("b")]);
@@ -195,6 +200,7 @@ fn provisioning_follows_class_topology_capacity_and_selected_node() {
     // Score: 3 of 12 Gi used is 25 % utilization; the default shape gives 75.
     let on_a = state.read::<ClaimsState>().unwrap().on("a").unwrap();
     assert_eq!(vb.utilization_score(&on_a), 75);
+    assert_eq!(plan(&on_a).as_deref(), Some("ns/dyn provisioned here"));
     // A claim already selected for node b fits b only.
     c.objects_mut::<ClaimInfo>().apply(ClaimInfo {
         selected_node: Some("b".into()),
