@@ -42,7 +42,6 @@ pub(super) fn find_pod_volumes(
     claims: &ClaimsState,
     node: &NodeInfo,
     cluster: &ClusterState,
-    taken: &dyn Fn(&VolumeInfo, &ClaimInfo) -> bool,
 ) -> Result<PodVolumes, Status> {
     let mut out = PodVolumes::default();
     let mut node_conflict = false;
@@ -78,7 +77,7 @@ pub(super) fn find_pod_volumes(
         }
     }
     if !to_match.is_empty() {
-        let (found, bindings, left) = find_matching(&to_match, node, cluster, taken);
+        let (found, bindings, left) = find_matching(&to_match, node, claims);
         unbound_ok = found;
         out.static_bindings = bindings;
         to_provision.extend(left);
@@ -116,25 +115,24 @@ pub(super) fn find_pod_volumes(
 /// free volume that fits (no volume twice). Returns whether all matched,
 /// the bindings, and the claims left without a volume.
 fn find_matching<'c>(
-    claims: &[&'c ClaimInfo],
+    to_match: &[&'c ClaimInfo],
     node: &NodeInfo,
-    cluster: &ClusterState,
-    taken: &dyn Fn(&VolumeInfo, &ClaimInfo) -> bool,
+    claims: &ClaimsState,
 ) -> (bool, Vec<(ClaimInfo, VolumeInfo)>, Vec<&'c ClaimInfo>) {
-    let mut claims = claims.to_vec();
-    claims.sort_by_key(|c| c.request.unwrap_or(0));
-    let mut volumes: Vec<&VolumeInfo> = cluster.objects::<VolumeInfo>().iter().collect();
-    // kube-scheduler walks its cache in no set order; by name is one order.
-    volumes.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut to_match = to_match.to_vec();
+    to_match.sort_by_key(|c| c.request.unwrap_or(0));
     let mut chosen = HashSet::new();
     let mut bindings = Vec::new();
     let mut left = Vec::new();
-    for claim in claims {
-        let candidates = volumes
-            .iter()
-            .copied()
-            .filter(|v| v.storage_class == claim.storage_class && !chosen.contains(&v.name));
-        match find_matching_volume(claim, candidates, node, taken) {
+    for claim in to_match {
+        let candidates = claims
+            .candidates
+            .get(&claim.storage_class)
+            .into_iter()
+            .flatten()
+            .filter(|v| !chosen.contains(&v.name));
+        let taken = |v: &VolumeInfo, c: &ClaimInfo| claims.taken(v, c);
+        match find_matching_volume(claim, candidates, node, &taken) {
             Some(v) => {
                 chosen.insert(v.name.clone());
                 bindings.push((claim.clone(), v.clone()));

@@ -166,13 +166,6 @@ impl VolumeBinding {
         }
     }
 
-    /// Whether `volume` is assumed for a claim other than `claim`.
-    fn taken(&self, volume: &VolumeInfo, claim: &ClaimInfo) -> bool {
-        self.assumed
-            .lock()
-            .get(&volume.name)
-            .is_some_and(|owner| *owner != claim.key())
-    }
 }
 
 impl Default for VolumeBinding {
@@ -201,6 +194,12 @@ pub(super) struct ClaimsState {
     bound: Vec<Option<RequiredNodeAffinity>>,
     /// Unbound `WaitForFirstConsumer` claims.
     to_bind: Vec<ClaimInfo>,
+    /// The volumes of those claims' classes, by class, by name (listed once
+    /// per cycle, as kube-scheduler's PreFilter lists them).
+    candidates: HashMap<String, Vec<VolumeInfo>>,
+    /// The volumes Reserve assumed for claims, as at PreFilter: volume to
+    /// the claim's key.
+    assumed: HashMap<String, String>,
     /// What Filter found on each node that fits (Score, Reserve, PreBind).
     by_node: Mutex<HashMap<String, PodVolumes>>,
     /// Set by Reserve: nothing to bind on the chosen node.
@@ -208,6 +207,13 @@ pub(super) struct ClaimsState {
 }
 
 impl ClaimsState {
+    /// Whether `volume` was assumed for a claim other than `claim`.
+    fn taken(&self, volume: &VolumeInfo, claim: &ClaimInfo) -> bool {
+        self.assumed
+            .get(&volume.name)
+            .is_some_and(|owner| *owner != claim.key())
+    }
+
     /// What Filter found on `node`.
     pub(super) fn on(&self, node: &str) -> Option<PodVolumes> {
         self.by_node.lock().get(node).cloned()
@@ -311,9 +317,29 @@ impl PreFilterPlugin for VolumeBinding {
         if immediate {
             return Status::unresolvable(ERR_UNBOUND_IMMEDIATE);
         }
+        let mut candidates: HashMap<String, Vec<VolumeInfo>> = HashMap::new();
+        for claim in &to_bind {
+            candidates.entry(claim.storage_class.clone()).or_default();
+        }
+        for v in cluster.objects::<VolumeInfo>().iter() {
+            if let Some(list) = candidates.get_mut(&v.storage_class) {
+                list.push(v.clone());
+            }
+        }
+        for list in candidates.values_mut() {
+            // kube-scheduler walks its cache in no set order; by name is one order.
+            list.sort_by(|a, b| a.name.cmp(&b.name));
+        }
+        let assumed = if to_bind.is_empty() {
+            HashMap::new()
+        } else {
+            self.assumed.lock().clone()
+        };
         state.write(ClaimsState {
             bound,
             to_bind,
+            candidates,
+            assumed,
             by_node: Mutex::default(),
             all_bound: Mutex::new(false),
         });
@@ -333,7 +359,7 @@ impl FilterPlugin for VolumeBinding {
             Ok(s) => s,
             Err(missing) => return missing,
         };
-        match find::find_pod_volumes(claims, node, cluster, &|v, c| self.taken(v, c)) {
+        match find::find_pod_volumes(claims, node, cluster) {
             Ok(volumes) => {
                 claims.by_node.lock().insert(node.name.clone(), volumes);
                 Status::success()
