@@ -37,6 +37,7 @@ impl ReservePlugin for VolumeBinding {
             return Status::success();
         };
         let volumes = claims.on(node).unwrap_or_default();
+        let volumes: &PodVolumes = &volumes;
         let mut assumed = self.assumed.lock();
         for (claim, volume) in &volumes.static_bindings {
             assumed.insert(volume.name.clone(), claim.key());

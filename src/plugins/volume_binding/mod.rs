@@ -201,7 +201,7 @@ pub(super) struct ClaimsState {
     /// the claim's key.
     assumed: HashMap<String, String>,
     /// What Filter found on each node that fits (Score, Reserve, PreBind).
-    by_node: Mutex<HashMap<String, PodVolumes>>,
+    by_node: Mutex<HashMap<String, Arc<PodVolumes>>>,
     /// Set by Reserve: nothing to bind on the chosen node.
     all_bound: Mutex<bool>,
 }
@@ -215,7 +215,7 @@ impl ClaimsState {
     }
 
     /// What Filter found on `node`.
-    pub(super) fn on(&self, node: &str) -> Option<PodVolumes> {
+    pub(super) fn on(&self, node: &str) -> Option<Arc<PodVolumes>> {
         self.by_node.lock().get(node).cloned()
     }
 }
@@ -361,7 +361,10 @@ impl FilterPlugin for VolumeBinding {
         };
         match find::find_pod_volumes(claims, node, cluster) {
             Ok(volumes) => {
-                claims.by_node.lock().insert(node.name.clone(), volumes);
+                claims
+                    .by_node
+                    .lock()
+                    .insert(node.name.clone(), Arc::new(volumes));
                 Status::success()
             }
             Err(status) => status,
