@@ -12,6 +12,9 @@
 //! "view" is the loop today: sync the replica with the one pod assumed since
 //! the previous attempt, then attempt on it. "sync, 1 assume" is the only
 //! time the loop now holds the cache's (read) lock.
+//! "fits, 2 WFFC claims" is "fits" for a pod with two unbound claims of a
+//! `WaitForFirstConsumer` class that provisions (VolumeBinding checks the
+//! class on every node and keeps each node's plan for Reserve).
 //! Prints the median and p90 of `PLACER_BENCH_ITERS` attempts (default 20)
 //! per case.
 //!
@@ -46,6 +49,7 @@ use placer::framework::Nominating;
 use placer::modes::standalone::cycle::{Nominated, TieRotation, schedule_on, schedule_one};
 use placer::modes::standalone::sample::Search;
 use placer::modes::standalone::view::{CycleView, slot_selector_labels};
+use placer::objects::volume::{ClaimInfo, StorageClassInfo};
 use placer::objects::{NodeInfo, PodInfo, Resources};
 use placer::policy::{CompiledPolicy, load};
 
@@ -74,7 +78,34 @@ fn cluster(nodes: usize) -> ClusterState {
             c.apply_pod(pod);
         }
     }
+    c.objects_mut::<StorageClassInfo>().apply(StorageClassInfo {
+        name: "wffc".into(),
+        wait_for_first_consumer: Some(true),
+        provisioner: "csi.bench".into(),
+        ..Default::default()
+    });
+    for claim in ["data-0", "data-1"] {
+        c.objects_mut::<ClaimInfo>().apply(ClaimInfo {
+            namespace: "bench".into(),
+            name: claim.into(),
+            storage_class: "wffc".into(),
+            request: Some(1 << 30),
+            ..Default::default()
+        });
+    }
     c
+}
+
+/// "fits" with two `WaitForFirstConsumer` claims.
+fn pod_with_claims(name: &str) -> PodInfo {
+    let json = serde_json::json!({
+        "metadata": {"name": name, "namespace": "bench", "uid": name, "labels": {"app": "bench"}},
+        "spec": {"schedulerName": "placer",
+                 "containers": [{"name": "c", "resources": {"requests": {"cpu": "100m"}}}],
+                 "volumes": [{"name": "a", "persistentVolumeClaim": {"claimName": "data-0"}},
+                             {"name": "b", "persistentVolumeClaim": {"claimName": "data-1"}}]}
+    });
+    serde_json::from_value(json).unwrap_or_default()
 }
 
 fn pod(name: &str, priority: i32, cpu: &str) -> PodInfo {
@@ -114,12 +145,13 @@ fn main() {
         let view = CycleView::default();
         for (case, p) in [
             ("fits", pod("incoming", 0, "100m")),
+            ("fits, 2 WFFC claims", pod_with_claims("incoming")),
             ("preempts", pod("incoming", 1000, "4")),
         ] {
             // The case does what it says: a placement, or a nomination with victims.
             let outcome = schedule_one(&framework, &p, &mut c, Nominated::default(), &rotation);
             let as_expected = match (case, &outcome) {
-                ("fits", Ok(_)) => true,
+                ("fits" | "fits, 2 WFFC claims", Ok(_)) => true,
                 ("preempts", Err(f)) => matches!(f.nominating(), Nominating::Nominate(_)),
                 _ => false,
             };

@@ -212,6 +212,14 @@ impl Change {
         }
     }
 
+    /// The key of the object, when the change is about a kind kept by key.
+    pub fn object_key(&self) -> Option<&str> {
+        match self {
+            Change::Object { key } => Some(key),
+            _ => None,
+        }
+    }
+
     /// The pod before and after, when the change is about a pod.
     pub fn pods(&self) -> Option<(Option<&PodInfo>, Option<&PodInfo>)> {
         match self {
@@ -219,6 +227,25 @@ impl Change {
             _ => None,
         }
     }
+}
+
+/// The kinds the volume plugins register events for, named as their watches
+/// report them ([`EventResource::Kind`]).
+pub mod kinds {
+    /// PersistentVolumeClaims.
+    pub const PERSISTENT_VOLUME_CLAIM: &str = "persistentvolumeclaim";
+    /// PersistentVolumes.
+    pub const PERSISTENT_VOLUME: &str = "persistentvolume";
+    /// StorageClasses.
+    pub const STORAGE_CLASS: &str = "storageclass";
+    /// CSINodes.
+    pub const CSI_NODE: &str = "csinode";
+    /// CSIDrivers.
+    pub const CSI_DRIVER: &str = "csidriver";
+    /// VolumeAttachments.
+    pub const VOLUME_ATTACHMENT: &str = "volumeattachment";
+    /// CSIStorageCapacities.
+    pub const CSI_STORAGE_CAPACITY: &str = "csistoragecapacity";
 }
 
 /// One event with the objects it is about.

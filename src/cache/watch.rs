@@ -20,17 +20,20 @@ use k8s_openapi::api::core::v1::{
     Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, ReplicationController, Service,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::api::storage::v1::{
+    CSIDriver, CSINode, CSIStorageCapacity, StorageClass, VolumeAttachment,
+};
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 use tracing::info;
 
 use crate::cache::events::{
-    ActionType, Change, ClusterEvent, EventResource, Observed, node_update, pod_update,
+    ActionType, Change, ClusterEvent, EventResource, Observed, kinds, node_update, pod_update,
 };
 use crate::cache::lean::Lean;
 use crate::cache::watch_stream::{self, Step};
 use crate::cache::{Cache, ClusterState, Stored};
+use crate::objects::csi::{AttachmentInfo, CsiDriverInfo, CsiNodeInfo, StorageCapacityInfo};
 use crate::objects::namespace::NamespaceInfo;
 use crate::objects::object_key;
 use crate::objects::volume::{ClaimInfo, StorageClassInfo, VolumeInfo};
@@ -182,7 +185,11 @@ fn assigned_pod_event(old: Option<Arc<PodInfo>>, new: Option<Arc<PodInfo>>) -> O
 /// as the watch is (plugins that read a kind register for its events):
 ///
 /// - PodDisruptionBudgets (preemption prefers victims no budget protects);
-/// - PersistentVolumeClaims, PersistentVolumes, StorageClasses (VolumeBinding);
+/// - PersistentVolumeClaims, PersistentVolumes, StorageClasses (VolumeBinding,
+///   VolumeZone, VolumeRestrictions, NodeVolumeLimits);
+/// - CSINodes, CSIDrivers, VolumeAttachments (NodeVolumeLimits: per-driver
+///   limits and what is attached already) and CSIStorageCapacities
+///   (VolumeBinding's provisioning check);
 /// - Namespaces (`namespaceSelector` in pod affinity terms);
 /// - Services, ReplicationControllers, ReplicaSets, StatefulSets (selectors
 ///   of PodTopologySpread's default constraints).
@@ -190,9 +197,13 @@ pub async fn watch_scheduling_objects(client: Client, cache: Arc<Cache>) {
     let (c, k) = (&client, &cache);
     tokio::join!(
         watch_keyed::<PodDisruptionBudget, DisruptionBudget>(c, k, "poddisruptionbudget"),
-        watch_keyed::<PersistentVolumeClaim, ClaimInfo>(c, k, "persistentvolumeclaim"),
-        watch_keyed::<PersistentVolume, VolumeInfo>(c, k, "persistentvolume"),
-        watch_keyed::<StorageClass, StorageClassInfo>(c, k, "storageclass"),
+        watch_keyed::<PersistentVolumeClaim, ClaimInfo>(c, k, kinds::PERSISTENT_VOLUME_CLAIM),
+        watch_keyed::<PersistentVolume, VolumeInfo>(c, k, kinds::PERSISTENT_VOLUME),
+        watch_keyed::<StorageClass, StorageClassInfo>(c, k, kinds::STORAGE_CLASS),
+        watch_keyed::<CSINode, CsiNodeInfo>(c, k, kinds::CSI_NODE),
+        watch_keyed::<CSIDriver, CsiDriverInfo>(c, k, kinds::CSI_DRIVER),
+        watch_keyed::<VolumeAttachment, AttachmentInfo>(c, k, kinds::VOLUME_ATTACHMENT),
+        watch_keyed::<CSIStorageCapacity, StorageCapacityInfo>(c, k, kinds::CSI_STORAGE_CAPACITY),
         watch_keyed::<Namespace, NamespaceInfo>(c, k, "namespace"),
         watch_keyed::<Service, ServiceSelector>(c, k, "service"),
         watch_keyed::<ReplicationController, ReplicationControllerSelector>(

@@ -27,7 +27,9 @@ use k8s_openapi::api::core::v1::{
     ReplicationController, Service,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::api::storage::v1::{
+    CSIDriver, CSINode, CSIStorageCapacity, StorageClass, VolumeAttachment,
+};
 use kube::api::ListParams;
 use kube::{Api, Client, Resource};
 use rustls_pki_types::CertificateDer;
@@ -37,6 +39,7 @@ use serde::de::DeserializeOwned;
 use super::{OutputFormat, ScoreArgs};
 use crate::cache::{Cache, ClusterState, Stored};
 use crate::explain::{Diagnoses, Explainer, InTree, PendingPods, http, names};
+use crate::objects::csi::{AttachmentInfo, CsiDriverInfo, CsiNodeInfo, StorageCapacityInfo};
 use crate::objects::namespace::NamespaceInfo;
 use crate::objects::volume::{ClaimInfo, StorageClassInfo, VolumeInfo};
 use crate::objects::workload::{
@@ -336,6 +339,11 @@ async fn one_shot(
     keyed::<PersistentVolumeClaim, ClaimInfo>(&client, &mut state, "persistentvolumeclaims").await;
     keyed::<PersistentVolume, VolumeInfo>(&client, &mut state, "persistentvolumes").await;
     keyed::<StorageClass, StorageClassInfo>(&client, &mut state, "storageclasses").await;
+    keyed::<CSINode, CsiNodeInfo>(&client, &mut state, "csinodes").await;
+    keyed::<CSIDriver, CsiDriverInfo>(&client, &mut state, "csidrivers").await;
+    keyed::<VolumeAttachment, AttachmentInfo>(&client, &mut state, "volumeattachments").await;
+    keyed::<CSIStorageCapacity, StorageCapacityInfo>(&client, &mut state, "csistoragecapacities")
+        .await;
     keyed::<Namespace, NamespaceInfo>(&client, &mut state, "namespaces").await;
     keyed::<Service, ServiceSelector>(&client, &mut state, "services").await;
     keyed::<ReplicationController, ReplicationControllerSelector>(

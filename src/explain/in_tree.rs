@@ -339,15 +339,7 @@ mod tests {
         assert_eq!(got[3], ("NodeUnschedulable", 1));
         assert_eq!(got[4], ("TaintToleration", 3));
         assert!(got.contains(&("InterPodAffinity", 2)));
-        assert_eq!(
-            missing,
-            [
-                "VolumeRestrictions",
-                "NodeVolumeLimits",
-                "VolumeZone",
-                "DynamicResources",
-            ]
-        );
+        assert_eq!(missing, ["DynamicResources"]);
         assert_eq!(t.extender_weight, 1);
     }
 

@@ -4,10 +4,11 @@
 //! This is the ground floor. The cache stores these views, the framework
 //! hands them to plugins, and nothing here imports either of them.
 //! [`PodInfo`] and [`NodeInfo`] are what every plugin reads; the other views
-//! ([`DisruptionBudget`], [`volume`], [`namespace`], [`workload`]) back the
+//! ([`DisruptionBudget`], [`volume`], [`csi`], [`namespace`], [`workload`]) back the
 //! in-tree plugins that look objects up by key.
 
 mod budget;
+pub mod csi;
 pub mod features;
 pub mod images;
 pub mod inputs;

@@ -129,8 +129,14 @@ registry! {
     node_resources_fit: NodeResourcesFit(NodeResourcesFitArgs);
     /// NodePorts.
     node_ports: NodePorts(NodePortsArgs);
-    /// VolumeBinding (bound claims; unbound WaitForFirstConsumer claims are refused).
+    /// VolumeBinding (Filter, Score, Reserve and PreBind).
     volume_binding: VolumeBinding(VolumeBindingArgs);
+    /// VolumeRestrictions.
+    volume_restrictions: VolumeRestrictions(VolumeRestrictionsArgs);
+    /// NodeVolumeLimits.
+    node_volume_limits: NodeVolumeLimits(NodeVolumeLimitsArgs);
+    /// VolumeZone.
+    volume_zone: VolumeZone(VolumeZoneArgs);
     /// PodTopologySpread.
     pod_topology_spread: PodTopologySpread(PodTopologySpreadArgs);
     /// InterPodAffinity.
@@ -159,7 +165,7 @@ mod tests {
 
     #[test]
     fn every_listed_plugin_defaults_builds_and_names_itself() {
-        assert_eq!(PLUGIN_NAMES.len(), 19);
+        assert_eq!(PLUGIN_NAMES.len(), 22);
         for &name in PLUGIN_NAMES {
             let args = PluginArgs::default_for(name).unwrap();
             assert_eq!(args.plugin_name(), name);

@@ -124,6 +124,12 @@ impl PodBuilder {
         self
     }
 
+    /// Disks named in-line in its volumes.
+    pub(crate) fn disks(mut self, disks: &[crate::objects::pod::InlineDisk]) -> Self {
+        self.spec.inline_disks = disks.to_vec();
+        self
+    }
+
     /// The pod.
     pub(crate) fn build(self) -> PodInfo {
         PodInfo {

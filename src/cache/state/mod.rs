@@ -15,6 +15,7 @@ use crate::cache::generations::Generations;
 use crate::cache::node_inputs::LabelSlots;
 use crate::cache::zone_index::{CountDimension, ZoneIndex};
 use crate::objects::Keyed;
+use crate::objects::csi::{AttachmentInfo, CsiDriverInfo, CsiNodeInfo, StorageCapacityInfo};
 use crate::objects::namespace::NamespaceInfo;
 use crate::objects::volume::{ClaimInfo, StorageClassInfo, VolumeInfo};
 use crate::objects::workload::{
@@ -51,6 +52,10 @@ pub struct ClusterState {
     claims: Objects<ClaimInfo>,
     volumes: Objects<VolumeInfo>,
     storage_classes: Objects<StorageClassInfo>,
+    csi_nodes: Objects<CsiNodeInfo>,
+    csi_drivers: Objects<CsiDriverInfo>,
+    attachments: Objects<AttachmentInfo>,
+    capacities: Objects<StorageCapacityInfo>,
     namespaces: Objects<NamespaceInfo>,
     services: Objects<ServiceSelector>,
     replication_controllers: Objects<ReplicationControllerSelector>,
@@ -191,6 +196,10 @@ impl ClusterState {
         self.claims.clone_from(&other.claims);
         self.volumes.clone_from(&other.volumes);
         self.storage_classes.clone_from(&other.storage_classes);
+        self.csi_nodes.clone_from(&other.csi_nodes);
+        self.csi_drivers.clone_from(&other.csi_drivers);
+        self.attachments.clone_from(&other.attachments);
+        self.capacities.clone_from(&other.capacities);
         self.namespaces.clone_from(&other.namespaces);
         self.services.clone_from(&other.services);
         self.replication_controllers
@@ -506,6 +515,10 @@ stored! {
     ClaimInfo => claims,
     VolumeInfo => volumes,
     StorageClassInfo => storage_classes,
+    CsiNodeInfo => csi_nodes,
+    CsiDriverInfo => csi_drivers,
+    AttachmentInfo => attachments,
+    StorageCapacityInfo => capacities,
     NamespaceInfo => namespaces,
     ServiceSelector => services,
     ReplicationControllerSelector => replication_controllers,

@@ -7,6 +7,7 @@ use k8s_openapi::api::core::v1::{Container, ContainerStatus, Pod, PodStatus};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use super::requests::{ContainerResources, PodResources};
+use super::volumes::{InlineDisk, Sources};
 use super::{
     ContainerView, ControllerRef, PREEMPT_NEVER, PodInfo, PodSpecInfo, PreemptionInfo, Requests,
     VolumeClaim, host_port, requests_and_ports, resize_infeasible,
@@ -202,6 +203,21 @@ fn spec_from_api(
                     .map(|i| i.reference.as_deref().unwrap_or(""))
             }))
             .map(normalized_image_name)
+            .collect(),
+        inline_disks: spec
+            .volumes
+            .iter()
+            .flatten()
+            .filter_map(|v| {
+                InlineDisk::of(Sources {
+                    gce: v.gce_persistent_disk.as_ref(),
+                    ebs: v.aws_elastic_block_store.as_ref(),
+                    iscsi: v.iscsi.as_ref(),
+                    rbd: v.rbd.as_ref(),
+                    azure: v.azure_disk.as_ref(),
+                    portworx: v.portworx_volume.as_ref(),
+                })
+            })
             .collect(),
     }
 }

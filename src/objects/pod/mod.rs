@@ -17,7 +17,10 @@ mod convert;
 mod requests;
 #[cfg(test)]
 mod tests;
+mod volumes;
 mod wire;
+
+pub use volumes::InlineDisk;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -156,6 +159,8 @@ pub struct PodSpecInfo {
     pub images: Vec<String>,
     /// The node features the pod needs (NodeDeclaredFeatures' inference).
     pub required_features: FeatureSet,
+    /// Disks named in-line in the pod's volumes, in volume order.
+    pub inline_disks: Vec<InlineDisk>,
 }
 
 /// A PersistentVolumeClaim one of the pod's volumes needs.

@@ -36,7 +36,10 @@ fn wire_and_api_pods_agree_on_the_spec() {
             "schedulingGates": [{"name": "wait"}],
             "volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": "data"}},
                         {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}},
-                        {"name": "e", "emptyDir": {}}]
+                        {"name": "e", "emptyDir": {}},
+                        {"name": "g", "gcePersistentDisk": {"pdName": "pd", "readOnly": true}},
+                        {"name": "r", "rbd": {"monitors": ["m"], "image": "i"}},
+                        {"name": "a", "awsElasticBlockStore": {"volumeID": "aws://z/vol-1"}}]
         }
     });
     let wire: PodInfo = serde_json::from_value(json.clone()).unwrap();
@@ -64,6 +67,25 @@ fn wire_and_api_pods_agree_on_the_spec() {
         .map(|c| (c.name.as_str(), c.ephemeral))
         .collect();
     assert_eq!(claims, [("data", false), ("p-scratch", true)]);
+    assert_eq!(s.inline_disks.len(), 3);
+    assert_eq!(
+        s.inline_disks[1],
+        InlineDisk::Rbd {
+            monitors: vec!["m".into()],
+            pool: "rbd".into(),
+            image: "i".into(),
+            read_only: false
+        }
+    );
+    let ebs = s.inline_disks[2].attach_source().unwrap();
+    assert_eq!(
+        (ebs.driver.as_str(), ebs.handle.as_str()),
+        ("ebs.csi.aws.com", "vol-1")
+    );
+    assert!(
+        s.inline_disks[1].attach_source().is_none(),
+        "RBD is not counted"
+    );
     // Scoring counts the sidecar's and the container's missing memory at 200Mi each.
     assert_eq!(s.non_zero_requests.memory, (1 << 30) + (200 << 20));
     assert_eq!(s.non_zero_requests.milli_cpu, 1060);

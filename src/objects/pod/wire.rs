@@ -4,10 +4,15 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Affinity, Toleration, TopologySpreadConstraint};
+use k8s_openapi::api::core::v1::{
+    AWSElasticBlockStoreVolumeSource, Affinity, AzureDiskVolumeSource,
+    GCEPersistentDiskVolumeSource, ISCSIVolumeSource, PortworxVolumeSource, RBDVolumeSource,
+    Toleration, TopologySpreadConstraint,
+};
 use serde::Deserialize;
 
 use super::requests::{ContainerResources, PodResources};
+use super::volumes::{InlineDisk, Sources};
 use super::{
     ContainerView, ControllerRef, PREEMPT_NEVER, PodInfo, PodSpecInfo, PreemptionInfo, VolumeClaim,
     host_port, requests_and_ports, resize_infeasible,
@@ -157,6 +162,12 @@ struct WireVolume {
     persistent_volume_claim: Option<WireClaim>,
     ephemeral: Option<serde::de::IgnoredAny>,
     image: Option<WireImageVolume>,
+    gce_persistent_disk: Option<GCEPersistentDiskVolumeSource>,
+    aws_elastic_block_store: Option<AWSElasticBlockStoreVolumeSource>,
+    iscsi: Option<ISCSIVolumeSource>,
+    rbd: Option<RBDVolumeSource>,
+    azure_disk: Option<AzureDiskVolumeSource>,
+    portworx_volume: Option<PortworxVolumeSource>,
 }
 
 #[derive(Deserialize)]
@@ -308,6 +319,21 @@ impl WireSpec {
                 .into_iter()
                 .flatten()
                 .map(|g| g.name)
+                .collect(),
+            inline_disks: self
+                .volumes
+                .iter()
+                .flatten()
+                .filter_map(|v| {
+                    InlineDisk::of(Sources {
+                        gce: v.gce_persistent_disk.as_ref(),
+                        ebs: v.aws_elastic_block_store.as_ref(),
+                        iscsi: v.iscsi.as_ref(),
+                        rbd: v.rbd.as_ref(),
+                        azure: v.azure_disk.as_ref(),
+                        portworx: v.portworx_volume.as_ref(),
+                    })
+                })
                 .collect(),
             pvc_claims: self
                 .volumes

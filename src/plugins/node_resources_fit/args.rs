@@ -42,7 +42,7 @@ pub struct RequestedToCapacityRatioParam {
 }
 
 /// Highest score of a shape point (kube-scheduler's `MaxCustomPriorityScore`).
-pub(super) const MAX_CUSTOM_PRIORITY_SCORE: i32 = 10;
+pub(crate) const MAX_CUSTOM_PRIORITY_SCORE: i32 = 10;
 
 /// One resource that takes part in scoring, with its weight.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
@@ -112,9 +112,9 @@ impl Default for ScoringStrategy {
     }
 }
 
-/// kube-scheduler's `validateFunctionShape`, first error only.
-pub(super) fn validate_shape(shape: &[UtilizationShapePoint]) -> Result<(), String> {
-    let at = "requestedToCapacityRatio.shape";
+/// kube-scheduler's `validateFunctionShape`, first error only, naming the
+/// shape's field `at` (VolumeBinding's `shape` is validated the same way).
+pub(crate) fn validate_shape(at: &str, shape: &[UtilizationShapePoint]) -> Result<(), String> {
     if shape.is_empty() {
         return Err(format!("{at}: at least one point must be specified"));
     }
@@ -167,7 +167,7 @@ impl TryFrom<RawStrategy> for ScoringStrategy {
                             RequestedToCapacityRatio"
                     .into());
             }
-            (Some(p), ScoringStrategyType::RequestedToCapacityRatio) => validate_shape(&p.shape)?,
+            (Some(p), ScoringStrategyType::RequestedToCapacityRatio) => validate_shape("requestedToCapacityRatio.shape", &p.shape)?,
             (Some(_), _) => {
                 return Err("requestedToCapacityRatio: must be nil when type is not \
                             RequestedToCapacityRatio"

@@ -48,10 +48,11 @@ pub use args::{
     NodeResourcesFitArgs, RequestedToCapacityRatioParam, ResourceSpec, ScoringStrategy,
     ScoringStrategyType, UtilizationShapePoint,
 };
-use args::MAX_CUSTOM_PRIORITY_SCORE;
+pub(crate) use args::{MAX_CUSTOM_PRIORITY_SCORE, validate_shape};
+pub(crate) use strategy::broken_linear;
 use strategy::{
-    ScoredResource, broken_linear, is_extended_resource_name, is_scalar_resource_name,
-    least_requested_score, most_requested_score,
+    ScoredResource, is_extended_resource_name, is_scalar_resource_name, least_requested_score,
+    most_requested_score,
 };
 
 /// Plugin name in the policy.

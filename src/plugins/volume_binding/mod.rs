@@ -1,34 +1,59 @@
-//! VolumeBinding: a pod's PersistentVolumeClaims must exist and be bound, and
-//! the node must be one their volumes can be attached to (design §5.2).
-//!
-//! Mirrors kube-scheduler v1.37's
-//! `pkg/scheduler/framework/plugins/volumebinding` for claims that are
-//! already bound, with its messages:
+//! VolumeBinding: a pod's PersistentVolumeClaims must exist and be bound,
+//! or be bindable on the node (design §5.2). kube-scheduler v1.37's
+//! `pkg/scheduler/framework/plugins/volumebinding`, with its messages:
 //!
 //! - PreFilter: every claim must exist (`persistentvolumeclaim "x" not
 //!   found`), not be lost or being deleted, and belong to the pod if it is a
-//!   generic ephemeral volume's; a claim that is not bound yet and whose
-//!   StorageClass binds immediately rejects the pod ("pod has unbound
+//!   generic ephemeral volume's; an unbound claim whose class binds at once
+//!   (or that is pre-bound by name) rejects the pod ("pod has unbound
 //!   immediate PersistentVolumeClaims") until the PV controller binds it.
-//! - Filter: each bound claim's PersistentVolume must exist and its
-//!   `nodeAffinity` must select the node ("node(s) didn't match
-//!   PersistentVolume's node affinity").
+//! - Filter ([`find`]): bound claims' volumes must reach the node; each
+//!   unbound `WaitForFirstConsumer` claim takes the smallest free static
+//!   volume that fits and reaches the node, or is provisioned there when its
+//!   class can (a provisioner, allowed topologies, and, when the CSI driver
+//!   publishes CSIStorageCapacity, an object with room on the node). A claim
+//!   already given a `volume.kubernetes.io/selected-node` only fits there.
+//!   Reasons are kube-scheduler's, all of them at once, unresolvable.
+//! - Score: with static bindings, how full the chosen volumes are per class
+//!   (requested over capacity), else how full the provisioning capacities
+//!   are, through the `shape` arg (default: emptier scores higher, as
+//!   `StorageCapacityScoring` is on by default in v1.37), averaged over classes.
+//! - Reserve ([`bind`]): the chosen static volumes are assumed taken, so the
+//!   next pod's Filter does not pick them; Unreserve gives them back.
+//! - PreBind: writes each static volume's `claimRef` and each provisioned
+//!   claim's selected node, then waits (polling once a second) until the PV
+//!   controller has bound every claim, at most `bindTimeoutSeconds`.
 //!
-//! Not done here: claims of a `WaitForFirstConsumer` class that are still
-//! unbound. kube-scheduler picks a matching volume or provisions one for the
-//! chosen node and binds it before the pod (PreBind); placer cannot yet, so it
-//! rejects such pods in PreFilter, naming the claim, rather than place them
-//! where their volume may never follow. Storage capacity is not checked.
+//! Not done: kube-scheduler also assumes provisioned claims' selected node
+//! in its cache, so a second pod sharing a claim waits for the first; placer
+//! lets the second pod find the claim as it is in the cache.
 
+mod bind;
+mod find;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
 use crate::cache::ClusterState;
-use crate::framework::{CycleState, FilterPlugin, PreFilterPlugin, Status};
+use crate::cache::events::kinds;
+use crate::framework::queueing::{ActionType, EventResource};
+use crate::framework::{
+    CycleState, EnqueueExtensions, EventHint, FilterPlugin, NodeScore, PreFilterPlugin,
+    PreScorePlugin, ScorePlugin, Status,
+};
 use crate::objects::Keyed;
 use crate::objects::pod::VolumeClaim;
 use crate::objects::volume::{ClaimInfo, StorageClassInfo, VolumeInfo};
 use crate::objects::{NodeInfo, PodInfo};
 use crate::plugins::node_affinity::RequiredNodeAffinity;
+use crate::plugins::node_resources_fit::{
+    MAX_CUSTOM_PRIORITY_SCORE, UtilizationShapePoint, broken_linear, validate_shape,
+};
+use crate::plugins::volume_zone::claim_of_pod;
+pub use find::PodVolumes;
 
 /// Plugin name in the policy.
 pub const NAME: &str = "VolumeBinding";
@@ -37,34 +62,163 @@ pub const NAME: &str = "VolumeBinding";
 pub const ERR_UNBOUND_IMMEDIATE: &str = "pod has unbound immediate PersistentVolumeClaims";
 /// Filter reason: a bound volume cannot reach the node.
 pub const ERR_NODE_CONFLICT: &str = "node(s) didn't match PersistentVolume's node affinity";
+/// Filter reason: no static volume and no provisioning for an unbound claim.
+pub const ERR_BIND_CONFLICT: &str = "node(s) didn't find available persistent volumes to bind";
+/// Filter reason: the driver's published capacity has no room on the node.
+pub const ERR_NOT_ENOUGH_SPACE: &str = "node(s) did not have enough free storage";
 /// Filter reason: a claim is bound to a volume that does not exist.
 pub const ERR_PV_NOT_EXIST: &str =
     "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)";
-/// Start of placer's own reason for `WaitForFirstConsumer` claims still unbound.
-pub const REASON_PREFIX: &str =
-    "placer cannot bind WaitForFirstConsumer volumes yet (the claim must be bound first)";
 
-/// VolumeBinding takes no arguments yet (any key is an error).
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct VolumeBindingArgs {}
+/// Highest node score.
+const MAX_NODE_SCORE: i64 = 100;
 
-impl crate::plugins::CacheNeeds for VolumeBindingArgs {}
+/// VolumeBinding's args (kube-scheduler's `VolumeBindingArgs`), strictly parsed.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, try_from = "RawArgs")]
+pub struct VolumeBindingArgs {
+    /// How long PreBind waits for the PV controller (seconds; 0: no wait).
+    pub bind_timeout_seconds: i64,
+    /// The score of a utilization, points sorted by utilization.
+    pub shape: Vec<UtilizationShapePoint>,
+}
 
-/// The plugin.
-pub struct VolumeBinding;
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawArgs {
+    bind_timeout_seconds: Option<i64>,
+    shape: Option<Vec<UtilizationShapePoint>>,
+}
 
-impl VolumeBinding {
-    /// Builds the plugin.
-    pub fn new(_: &VolumeBindingArgs) -> Self {
-        VolumeBinding
+impl TryFrom<RawArgs> for VolumeBindingArgs {
+    type Error = String;
+    fn try_from(r: RawArgs) -> Result<Self, String> {
+        let bind_timeout_seconds = r.bind_timeout_seconds.unwrap_or(600);
+        if bind_timeout_seconds < 0 {
+            return Err(format!(
+                "bindTimeoutSeconds: Invalid value: {bind_timeout_seconds}: invalid BindTimeoutSeconds, should not be a negative value"
+            ));
+        }
+        // kube-scheduler's defaulting with StorageCapacityScoring on: an
+        // empty shape prefers the emptiest node.
+        let shape = match r.shape {
+            Some(s) if !s.is_empty() => s,
+            _ => default_shape(),
+        };
+        validate_shape("shape", &shape)?;
+        Ok(VolumeBindingArgs {
+            bind_timeout_seconds,
+            shape,
+        })
     }
 }
 
-crate::plugin!(VolumeBinding, NAME, [pre_filter, filter]);
+fn default_shape() -> Vec<UtilizationShapePoint> {
+    vec![
+        UtilizationShapePoint {
+            utilization: 0,
+            score: MAX_CUSTOM_PRIORITY_SCORE,
+        },
+        UtilizationShapePoint {
+            utilization: 100,
+            score: 0,
+        },
+    ]
+}
 
-/// What Filter checks: each bound claim's volume, `None` when it does not exist.
-struct BoundVolumes(Vec<Option<RequiredNodeAffinity>>);
+impl Default for VolumeBindingArgs {
+    fn default() -> Self {
+        VolumeBindingArgs {
+            bind_timeout_seconds: 600,
+            shape: default_shape(),
+        }
+    }
+}
+
+impl crate::plugins::CacheNeeds for VolumeBindingArgs {}
+
+/// Static volumes assumed for claims by Reserve and not yet bound: volume
+/// name to the claim's key.
+type Assumed = Arc<Mutex<HashMap<String, String>>>;
+
+/// The plugin.
+pub struct VolumeBinding {
+    bind_timeout: std::time::Duration,
+    /// The shape as `(utilization, score 0..=100)`.
+    shape: Vec<(i64, i64)>,
+    assumed: Assumed,
+}
+
+impl VolumeBinding {
+    /// Builds the plugin.
+    pub fn new(args: &VolumeBindingArgs) -> Self {
+        let scale = MAX_NODE_SCORE / i64::from(MAX_CUSTOM_PRIORITY_SCORE);
+        VolumeBinding {
+            bind_timeout: std::time::Duration::from_secs(
+                u64::try_from(args.bind_timeout_seconds).unwrap_or(0),
+            ),
+            shape: args
+                .shape
+                .iter()
+                .map(|p| (i64::from(p.utilization), i64::from(p.score) * scale))
+                .collect(),
+            assumed: Assumed::default(),
+        }
+    }
+
+}
+
+impl Default for VolumeBinding {
+    fn default() -> Self {
+        VolumeBinding::new(&VolumeBindingArgs::default())
+    }
+}
+
+crate::plugin!(
+    VolumeBinding,
+    NAME,
+    [
+        pre_filter,
+        filter,
+        pre_score,
+        score,
+        reserve,
+        pre_bind,
+        enqueue_extensions
+    ]
+);
+
+/// PreFilter's state: the claims sorted out, and Filter's findings per node.
+pub(super) struct ClaimsState {
+    /// Bound claims' volumes (`None`: the volume does not exist).
+    bound: Vec<Option<RequiredNodeAffinity>>,
+    /// Unbound `WaitForFirstConsumer` claims.
+    to_bind: Vec<ClaimInfo>,
+    /// The volumes of those claims' classes, by class, by name (listed once
+    /// per cycle, as kube-scheduler's PreFilter lists them).
+    candidates: HashMap<String, Vec<VolumeInfo>>,
+    /// The volumes Reserve assumed for claims, as at PreFilter: volume to
+    /// the claim's key.
+    assumed: HashMap<String, String>,
+    /// What Filter found on each node that fits (Score, Reserve, PreBind).
+    by_node: Mutex<HashMap<String, Arc<PodVolumes>>>,
+    /// Set by Reserve: nothing to bind on the chosen node.
+    all_bound: Mutex<bool>,
+}
+
+impl ClaimsState {
+    /// Whether `volume` was assumed for a claim other than `claim`.
+    fn taken(&self, volume: &VolumeInfo, claim: &ClaimInfo) -> bool {
+        self.assumed
+            .get(&volume.name)
+            .is_some_and(|owner| *owner != claim.key())
+    }
+
+    /// What Filter found on `node`.
+    pub(super) fn on(&self, node: &str) -> Option<Arc<PodVolumes>> {
+        self.by_node.lock().get(node).cloned()
+    }
+}
 
 /// kube-scheduler's `podHasPVCs` check of one claim.
 fn check_claim<'a>(
@@ -139,7 +293,7 @@ impl PreFilterPlugin for VolumeBinding {
             }
         }
         let mut bound = Vec::new();
-        let mut waiting = Vec::new();
+        let mut to_bind = Vec::new();
         let mut immediate = false;
         for claim in claims {
             if claim.fully_bound {
@@ -156,45 +310,179 @@ impl PreFilterPlugin for VolumeBinding {
             match delays_binding(claim, cluster) {
                 Err(e) => return Status::error(e),
                 // A claim pre-bound to a volume counts as immediate.
-                Ok(true) if claim.volume_name.is_none() => waiting.push(claim.name.as_str()),
+                Ok(true) if claim.volume_name.is_none() => to_bind.push(claim.clone()),
                 Ok(_) => immediate = true,
             }
         }
         if immediate {
             return Status::unresolvable(ERR_UNBOUND_IMMEDIATE);
         }
-        match waiting.as_slice() {
-            [] => {}
-            [one] => return Status::unresolvable(format!("{REASON_PREFIX}: claim {one}")),
-            many => {
-                return Status::unresolvable(format!(
-                    "{REASON_PREFIX}: claims {}",
-                    many.join(", ")
-                ));
+        let mut candidates: HashMap<String, Vec<VolumeInfo>> = HashMap::new();
+        for claim in &to_bind {
+            candidates.entry(claim.storage_class.clone()).or_default();
+        }
+        for v in cluster.objects::<VolumeInfo>().iter() {
+            if let Some(list) = candidates.get_mut(&v.storage_class) {
+                list.push(v.clone());
             }
         }
-        state.write(BoundVolumes(bound));
+        for list in candidates.values_mut() {
+            // kube-scheduler walks its cache in no set order; by name is one order.
+            list.sort_by(|a, b| a.name.cmp(&b.name));
+        }
+        let assumed = if to_bind.is_empty() {
+            HashMap::new()
+        } else {
+            self.assumed.lock().clone()
+        };
+        state.write(ClaimsState {
+            bound,
+            to_bind,
+            candidates,
+            assumed,
+            by_node: Mutex::default(),
+            all_bound: Mutex::new(false),
+        });
         Status::success()
     }
 }
 
 impl FilterPlugin for VolumeBinding {
-    fn filter(&self, state: &CycleState, _: &PodInfo, node: &NodeInfo, _: &ClusterState) -> Status {
-        let BoundVolumes(volumes) = match state.from_pre_filter::<BoundVolumes>() {
+    fn filter(
+        &self,
+        state: &CycleState,
+        _: &PodInfo,
+        node: &NodeInfo,
+        cluster: &ClusterState,
+    ) -> Status {
+        let claims = match state.from_pre_filter::<ClaimsState>() {
             Ok(s) => s,
             Err(missing) => return missing,
         };
-        // kube-scheduler stops at the first volume that does not fit.
-        for v in volumes {
-            match v {
-                None => return Status::unresolvable(ERR_PV_NOT_EXIST),
-                Some(affinity) if !affinity.matches(node) => {
-                    return Status::unresolvable(ERR_NODE_CONFLICT);
-                }
-                Some(_) => {}
+        match find::find_pod_volumes(claims, node, cluster) {
+            Ok(volumes) => {
+                claims
+                    .by_node
+                    .lock()
+                    .insert(node.name.clone(), Arc::new(volumes));
+                Status::success()
+            }
+            Err(status) => status,
+        }
+    }
+}
+
+impl PreScorePlugin for VolumeBinding {
+    fn pre_score(
+        &self,
+        state: &mut CycleState,
+        _: &PodInfo,
+        _: &[&NodeInfo],
+        _: &ClusterState,
+    ) -> Status {
+        match state.read::<ClaimsState>() {
+            Some(c) if !c.to_bind.is_empty() => Status::success(),
+            _ => Status::skip("nothing to bind: every node scores the same"),
+        }
+    }
+}
+
+impl ScorePlugin for VolumeBinding {
+    fn score(
+        &self,
+        state: &CycleState,
+        _: &PodInfo,
+        node: &NodeInfo,
+        _: &ClusterState,
+    ) -> Result<NodeScore, Status> {
+        let claims = state.from_pre_score::<ClaimsState>()?;
+        let Some(volumes) = claims.on(&node.name) else {
+            return Ok(NodeScore::value(0));
+        };
+        let score = NodeScore::value(self.utilization_score(&volumes));
+        Ok(match plan(&volumes) {
+            Some(note) => score.with_note(note.into()),
+            None => score,
+        })
+    }
+}
+
+/// What binding the pod's claims on a node would do, for `/explain`:
+/// `ns/claim -> volume` per static binding, `ns/claim provisioned here`.
+fn plan(volumes: &PodVolumes) -> Option<String> {
+    let parts: Vec<String> = volumes
+        .static_bindings
+        .iter()
+        .map(|(c, v)| format!("{} -> {}", c.key(), v.name))
+        .chain(
+            volumes
+                .provisions
+                .iter()
+                .map(|(c, _)| format!("{} provisioned here", c.key())),
+        )
+        .collect();
+    (!parts.is_empty()).then(|| parts.join(", "))
+}
+
+impl VolumeBinding {
+    /// kube-scheduler's volume capacity scorer: per class, requested over
+    /// capacity through the shape; the average over classes, rounded.
+    fn utilization_score(&self, volumes: &PodVolumes) -> i64 {
+        // class -> (requested, capacity)
+        let mut classes: HashMap<&str, (i64, i64)> = HashMap::new();
+        if !volumes.static_bindings.is_empty() {
+            for (claim, volume) in &volumes.static_bindings {
+                let e = classes.entry(volume.storage_class.as_str()).or_default();
+                e.0 += claim.request.unwrap_or(0);
+                e.1 += volume.capacity;
+            }
+        } else {
+            for (claim, capacity) in &volumes.provisions {
+                let Some(capacity) = capacity else { continue };
+                let e = classes.entry(claim.storage_class.as_str()).or_default();
+                e.1 = capacity.capacity.unwrap_or(0);
+                e.0 += claim.request.unwrap_or(0);
             }
         }
-        Status::success()
+        if classes.is_empty() {
+            return 0;
+        }
+        let total: i64 = classes
+            .values()
+            .map(|&(requested, capacity)| {
+                let utilization = if capacity == 0 || requested > capacity {
+                    100
+                } else {
+                    requested * 100 / capacity
+                };
+                broken_linear(&self.shape, utilization)
+            })
+            .sum();
+        (total as f64 / classes.len() as f64).round() as i64
+    }
+}
+
+impl EnqueueExtensions for VolumeBinding {
+    /// kube-scheduler's registrations. Kind events carry the key only, so
+    /// only claim events are narrowed (to the pod's claims).
+    fn events_to_register(&self) -> Vec<EventHint> {
+        let any_change = ActionType::ADD | ActionType::UPDATE;
+        vec![
+            EventHint::always(EventResource::Kind(kinds::STORAGE_CLASS), any_change),
+            EventHint::when(
+                EventResource::Kind(kinds::PERSISTENT_VOLUME_CLAIM),
+                any_change,
+                |pod, change| claim_of_pod(pod, change, true),
+            ),
+            EventHint::always(EventResource::Kind(kinds::PERSISTENT_VOLUME), any_change),
+            EventHint::always(
+                EventResource::Node,
+                ActionType::ADD | ActionType::UPDATE_NODE_LABEL | ActionType::UPDATE_NODE_TAINT,
+            ),
+            EventHint::always(EventResource::Kind(kinds::CSI_NODE), any_change),
+            EventHint::always(EventResource::Kind(kinds::CSI_DRIVER), ActionType::UPDATE),
+            EventHint::always(EventResource::Kind(kinds::CSI_STORAGE_CAPACITY), any_change),
+        ]
     }
 }
 

@@ -32,6 +32,7 @@ fn zonal(name: &str, zone: &str) -> VolumeInfo {
     VolumeInfo {
         name: name.into(),
         node_affinity: Some(selector),
+        ..Default::default()
     }
 }
 
@@ -42,13 +43,13 @@ fn node(name: &str, zone: &str) -> NodeInfo {
 /// PreFilter, then (when it passes) Filter on each node.
 fn run(p: &PodInfo, c: &ClusterState, nodes: &[NodeInfo]) -> Result<Vec<Status>, Status> {
     let mut state = CycleState::new();
-    let pre = VolumeBinding.pre_filter(&mut state, p, c);
+    let pre = VolumeBinding::default().pre_filter(&mut state, p, c);
     if !pre.is_success() {
         return Err(pre);
     }
     Ok(nodes
         .iter()
-        .map(|n| VolumeBinding.filter(&state, p, n, c))
+        .map(|n| VolumeBinding::default().filter(&state, p, n, c))
         .collect())
 }
 
@@ -73,6 +74,7 @@ fn bound_volumes_pin_the_pod_to_their_nodes() {
     c.objects_mut::<VolumeInfo>().apply(VolumeInfo {
         name: "pv-any".into(),
         node_affinity: None,
+        ..Default::default()
     });
     c.objects_mut::<ClaimInfo>()
         .apply(claim("ghost", Some("pv-gone"), true));
@@ -127,14 +129,17 @@ fn unbound_claims_wait_for_the_pv_controller_or_are_refused() {
     c.objects_mut::<StorageClassInfo>().apply(StorageClassInfo {
         name: "fast".into(),
         wait_for_first_consumer: Some(false),
+        ..Default::default()
     });
     c.objects_mut::<StorageClassInfo>().apply(StorageClassInfo {
         name: "local".into(),
         wait_for_first_consumer: Some(true),
+        ..Default::default()
     });
     c.objects_mut::<StorageClassInfo>().apply(StorageClassInfo {
         name: "broken".into(),
         wait_for_first_consumer: None,
+        ..Default::default()
     });
     let with_class = |name: &str, class: &str| ClaimInfo {
         storage_class: class.into(),
@@ -155,9 +160,9 @@ fn unbound_claims_wait_for_the_pv_controller_or_are_refused() {
     assert_eq!(pre(&["now"]).message(), ERR_UNBOUND_IMMEDIATE);
     assert_eq!(pre(&["classless"]).message(), ERR_UNBOUND_IMMEDIATE);
     assert_eq!(pre(&["later", "now"]).message(), ERR_UNBOUND_IMMEDIATE);
-    let waits = pre(&["later"]);
-    assert_eq!(waits.code(), Code::UnschedulableAndUnresolvable);
-    assert_eq!(waits.message(), format!("{REASON_PREFIX}: claim later"));
+    // A WaitForFirstConsumer claim passes PreFilter: Filter looks for a volume.
+    let claims = [VolumeClaim::named("later")];
+    assert!(run(&pod(&claims), &c, &[]).is_ok());
     let odd = pre(&["odd"]);
     assert_eq!(odd.code(), Code::Error);
     assert_eq!(
@@ -171,13 +176,13 @@ fn pods_without_claims_skip_and_rejections_reach_every_node() {
     let c = ClusterState::default();
     let mut state = CycleState::new();
     assert_eq!(
-        VolumeBinding.pre_filter(&mut state, &pod(&[]), &c).code(),
+        VolumeBinding::default().pre_filter(&mut state, &pod(&[]), &c).code(),
         Code::Skip
     );
     let f = Framework::new(
         "p",
         vec![WeightedPlugin {
-            plugin: Arc::new(VolumeBinding),
+            plugin: Arc::new(VolumeBinding::default()),
             weight: 1,
         }],
     );
@@ -199,7 +204,10 @@ fn pods_without_claims_skip_and_rejections_reach_every_node() {
 }
 
 #[test]
-fn args_take_no_keys() {
+fn args_take_kube_schedulers_keys_only() {
     assert!(serde_yaml_ng::from_str::<VolumeBindingArgs>("{}").is_ok());
-    assert!(serde_yaml_ng::from_str::<VolumeBindingArgs>("bindTimeoutSeconds: 600").is_err());
+    assert!(serde_yaml_ng::from_str::<VolumeBindingArgs>("bindTimeoutSeconds: 600").is_ok());
+    assert!(serde_yaml_ng::from_str::<VolumeBindingArgs>("bindTimeout: 600").is_err());
 }
+
+mod binding;

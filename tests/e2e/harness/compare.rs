@@ -61,15 +61,11 @@ pub fn safety_filter_plugins() -> Vec<ProfilePlugin> {
 
 /// kube-scheduler v1.37's default plugins that placer does not implement: a default profile
 /// with these disabled by name runs what [`comparable_plugins`] runs.
-pub const PLACER_LACKS: [&str; 4] = [
-    "VolumeRestrictions",
-    "NodeVolumeLimits",
-    "VolumeZone",
-    "DynamicResources",
-];
+pub const PLACER_LACKS: [&str; 1] = ["DynamicResources"];
 
 /// Every kube-scheduler default plugin placer implements, in kube-scheduler's default order and
-/// with its default weights: [`safety_filter_plugins`] with `VolumeBinding`, `PodTopologySpread`
+/// with its default weights: [`safety_filter_plugins`] with the volume filters
+/// (`VolumeRestrictions`, `NodeVolumeLimits`, `VolumeBinding`, `VolumeZone`), `PodTopologySpread`
 /// (kube-scheduler's system default constraints), `InterPodAffinity`,
 /// `NodeResourcesBalancedAllocation`, `ImageLocality` and `NodeDeclaredFeatures` in their places.
 /// kube-scheduler's defaults that placer lacks ([`PLACER_LACKS`]) are left out.
@@ -77,7 +73,10 @@ pub fn comparable_plugins() -> Vec<ProfilePlugin> {
     let mut plugins = safety_filter_plugins();
     let preemption = plugins.pop();
     plugins.extend([
+        plugin("VolumeRestrictions", None),
+        plugin("NodeVolumeLimits", None),
         plugin("VolumeBinding", None),
+        plugin("VolumeZone", None),
         plugin("PodTopologySpread", Some(2)),
         plugin("InterPodAffinity", Some(2)),
     ]);

@@ -31,6 +31,7 @@ pub mod bind_watch;
 pub mod bound_once;
 pub mod compare;
 mod control_plane;
+pub mod controller_manager;
 mod env;
 mod fixtures;
 mod ids;

@@ -32,6 +32,8 @@ mod hints;
 mod leader;
 mod plugins;
 mod preemption;
+mod volume_compare;
+mod volumes;
 
 /// Pod annotation of the shipped standalone profile's CapabilityFilter rule (`policy.yaml`).
 const SHIPPED_HW_ANNOTATION: &str = "myorg.io/require-hw-encrypt";

@@ -399,7 +399,7 @@ async fn bound_local_volume(env: &TestEnv, claim: &str, node: &str) -> anyhow::R
 }
 
 /// A pod spec with one volume using claim `claim`.
-fn claim_volume(claim: &str) -> Value {
+pub(super) fn claim_volume(claim: &str) -> Value {
     json!({ "volumes": [{ "name": "data", "persistentVolumeClaim": { "claimName": claim } }] })
 }
 
