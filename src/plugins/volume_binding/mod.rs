@@ -375,15 +375,16 @@ impl FilterPlugin for VolumeBinding {
 impl PreScorePlugin for VolumeBinding {
     fn pre_score(
         &self,
-        state: &mut CycleState,
+        _: &mut CycleState,
         _: &PodInfo,
         _: &[&NodeInfo],
         _: &ClusterState,
     ) -> Status {
-        match state.read::<ClaimsState>() {
-            Some(c) if !c.to_bind.is_empty() => Status::success(),
-            _ => Status::skip("nothing to bind: every node scores the same"),
-        }
+        // kube-scheduler v1.37 skips only when it has no scorer; with
+        // StorageCapacityScoring on (its default) every pod is scored, a pod
+        // without claims to bind 0 on every node, and /explain lists that 0
+        // as kube-scheduler's scores do.
+        Status::success()
     }
 }
 
@@ -395,8 +396,8 @@ impl ScorePlugin for VolumeBinding {
         node: &NodeInfo,
         _: &ClusterState,
     ) -> Result<NodeScore, Status> {
-        let claims = state.from_pre_score::<ClaimsState>()?;
-        let Some(volumes) = claims.on(&node.name) else {
+        // No state: PreFilter skipped a pod without claims.
+        let Some(volumes) = state.read::<ClaimsState>().and_then(|c| c.on(&node.name)) else {
             return Ok(NodeScore::value(0));
         };
         let score = NodeScore::value(self.utilization_score(&volumes));
