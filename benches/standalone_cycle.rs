@@ -32,7 +32,15 @@
 //! last copied it. Both
 //! print wall-clock p50 / p90 and the process's CPU time per attempt (all
 //! threads, rayon's included), over `PLACER_BENCH_SCALE_ITERS` attempts
-//! (default 400). `PLACER_BENCH_ONLY=scale` runs only those:
+//! (default 400). "scale, side by side" then runs the same workload, on
+//! nodes that also report 20 images each (from a pool of 100, 50-500 MB;
+//! every measured pod runs one of them), with two profiles interleaved
+//! round by round on one cache: the shipped `placer` profile and
+//! `examples/default-profile.yaml`'s (kube-scheduler's default plugins,
+//! NodeResourcesBalancedAllocation, ImageLocality and NodeDeclaredFeatures
+//! included), each with its own view, so both see the same cluster and the
+//! same machine load; it prints both and the ratio of their CPU per attempt.
+//! `PLACER_BENCH_ONLY=scale` runs only the scale cases:
 //!
 //! ```text
 //! cargo bench --bench standalone_cycle
@@ -49,6 +57,7 @@ use placer::framework::Nominating;
 use placer::modes::standalone::cycle::{Nominated, TieRotation, schedule_on, schedule_one};
 use placer::modes::standalone::sample::Search;
 use placer::modes::standalone::view::{CycleView, slot_selector_labels};
+use placer::objects::images::NodeImages;
 use placer::objects::volume::{ClaimInfo, StorageClassInfo};
 use placer::objects::{NodeInfo, PodInfo, Resources};
 use placer::policy::{CompiledPolicy, load};
@@ -137,6 +146,7 @@ fn main() {
     println!("case                   nodes    pods      p50         p90");
     if only.as_deref() == Some("scale") {
         scale(&policy, &framework);
+        side_by_side(&policy, &framework);
         return;
     }
     for nodes in [500, 5_000] {
@@ -205,6 +215,7 @@ fn main() {
         report("sync, 1 assume", nodes, &synced);
     }
     scale(&policy, &framework);
+    side_by_side(&policy, &framework);
 }
 
 /// Nodes and bound pods of the "scale" cases.
@@ -212,6 +223,37 @@ const SCALE_NODES: usize = 5_000;
 const SCALE_BOUND_PODS: usize = 10_000;
 /// The run label's value (the harness's run id).
 const RUN_ID: &str = "e2e-0123abcd";
+
+/// Images in the pool the "side by side" nodes and pods draw from, and
+/// how many of them each node reports.
+const IMAGE_POOL: usize = 100;
+const IMAGES_PER_NODE: usize = 20;
+
+/// Image `k` of the pool: its name and a size between 50 and 500 MB.
+fn pool_image(k: usize) -> (String, i64) {
+    let k = k % IMAGE_POOL;
+    let mb = 50 + (k * 4547) % 451;
+    (
+        format!("registry.example.com/team/app-{k}:1.{k}"),
+        (mb * 1_000_000) as i64,
+    )
+}
+
+/// Node `i` of the scale harness reporting 20 images of the pool, a
+/// different mix per node (each image on a fifth of the nodes).
+fn imaged_node(i: usize) -> NodeInfo {
+    let first = i * 37;
+    let entries: Vec<(Vec<String>, i64)> = (0..IMAGES_PER_NODE)
+        .map(|j| {
+            let (name, size) = pool_image(first + j * (IMAGE_POOL / IMAGES_PER_NODE));
+            (vec![name], size)
+        })
+        .collect();
+    NodeInfo {
+        images: NodeImages::from_entries(entries.iter().map(|(n, s)| (n.as_slice(), *s))),
+        ..scale_node(i)
+    }
+}
 
 /// Node `i` of the scale harness, as `workload::node` labels it.
 fn scale_node(i: usize) -> NodeInfo {
@@ -241,6 +283,11 @@ fn scale_node(i: usize) -> NodeInfo {
 
 /// Measured pod `i` of the scale harness (`workload::pod`).
 fn scale_pod(i: usize) -> PodInfo {
+    scale_pod_with(i, None)
+}
+
+/// [`scale_pod`], its container running `image` when given.
+fn scale_pod_with(i: usize, image: Option<&str>) -> PodInfo {
     let name = format!("p-{i:05}");
     let mut labels = serde_json::Map::new();
     if i.is_multiple_of(4) {
@@ -250,12 +297,16 @@ fn scale_pod(i: usize) -> PodInfo {
     if i.is_multiple_of(5) {
         annotations.insert("myorg.io/require-hw-encrypt".into(), "true".into());
     }
+    let mut container = serde_json::json!({"name": "c", "resources": {"requests":
+                     {"cpu": "100m", "memory": "128Mi"}}});
+    if let Some(image) = image {
+        container["image"] = image.into();
+    }
     let json = serde_json::json!({
         "metadata": {"name": name, "namespace": RUN_ID, "uid": name,
                      "labels": labels, "annotations": annotations},
         "spec": {"schedulerName": "placer", "nodeSelector": {"e2e.placer.io/run": RUN_ID},
-                 "containers": [{"name": "c", "resources": {"requests":
-                     {"cpu": "100m", "memory": "128Mi"}}}]}
+                 "containers": [container]}
     });
     serde_json::from_value(json).unwrap_or_default()
 }
@@ -267,17 +318,7 @@ fn scale(policy: &CompiledPolicy, framework: &Arc<Framework>) {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(400);
-    let mut state = ClusterState::with_dimensions(&policy.count_dimensions());
-    state.watch_labels(policy.node_label_keys().iter().map(String::as_str));
-    for i in 0..SCALE_NODES {
-        state.apply_node(scale_node(i));
-    }
-    for i in 0..SCALE_BOUND_PODS {
-        let mut p = scale_pod(100_000 + i);
-        p.node_name = Some(scale_node(i % SCALE_NODES).name);
-        state.apply_pod(p);
-    }
-    let cache = Cache::from_state(state);
+    let cache = scale_cache(policy, &[], scale_node, scale_pod);
     let rotation = TieRotation::default();
     let mut next_pod = 0;
     for (case, heartbeats) in [("scale", false), ("scale + heartbeats", true)] {
@@ -335,6 +376,127 @@ fn scale(policy: &CompiledPolicy, framework: &Arc<Framework>) {
             wall * 1e3,
         );
     }
+}
+
+/// The scale harness's cluster, set up as `serve` sets it up for `policy`
+/// (and for the label keys `more` reads): 5,000 nodes and 10,000 bound pods.
+fn scale_cache(
+    policy: &CompiledPolicy,
+    more: &[String],
+    node: fn(usize) -> NodeInfo,
+    pod: fn(usize) -> PodInfo,
+) -> Cache {
+    let mut state = ClusterState::with_dimensions(&policy.count_dimensions());
+    let keys = policy.node_label_keys();
+    state.watch_labels(keys.iter().chain(more).map(String::as_str));
+    for i in 0..SCALE_NODES {
+        state.apply_node(node(i));
+    }
+    for i in 0..SCALE_BOUND_PODS {
+        let mut p = pod(100_000 + i);
+        p.node_name = Some(scale_node(i % SCALE_NODES).name);
+        state.apply_pod(p);
+    }
+    Cache::from_state(state)
+}
+
+/// Measured pod `i` of "side by side": the scale pod running pool image `i`.
+fn imaged_pod(i: usize) -> PodInfo {
+    scale_pod_with(i, Some(&pool_image(i).0))
+}
+
+/// "scale, side by side": the shipped `placer` profile and the default
+/// profile, attempt for attempt on one cache (see the module doc).
+fn side_by_side(policy: &CompiledPolicy, placer: &Arc<Framework>) {
+    let iters: usize = std::env::var("PLACER_BENCH_SCALE_ITERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(400);
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/default-profile.yaml");
+    let default = match load(&path) {
+        Ok(p) => CompiledPolicy::new(p),
+        Err(e) => {
+            eprintln!("cannot load {}: {e}", path.display());
+            std::process::exit(1);
+        }
+    };
+    let Some(default_framework) = default.profile("placer-default").cloned() else {
+        eprintln!("no placer-default profile in {}", path.display());
+        std::process::exit(1);
+    };
+    let cache = scale_cache(policy, &default.node_label_keys(), imaged_node, imaged_pod);
+    let rotation = TieRotation::default();
+    let profiles = [("placer", placer), ("default profile", &default_framework)];
+    let views = [CycleView::default(), CycleView::default()];
+    for view in &views {
+        // The first attempt copies the whole state into the view.
+        view.attempt(&cache, |_, _| ());
+    }
+    // Decoded before the clock starts: the loop gets them from the watch.
+    // Round `r` gives both profiles the same pod (labels, annotation,
+    // image); the default profile's copy is numbered `SECOND_COPY` higher,
+    // a multiple of 4, 5 and the pool, so only its name differs.
+    const SECOND_COPY: usize = 1_000_000;
+    let rounds: Vec<[PodInfo; 2]> = (0..iters)
+        .map(|r| [imaged_pod(r), imaged_pod(SECOND_COPY + r)])
+        .collect();
+    let mut times = [Vec::with_capacity(iters), Vec::with_capacity(iters)];
+    let mut cpu = [0.0; 2];
+    for round in rounds {
+        // One attempt of each profile per round, in turn.
+        for (k, p) in round.into_iter().enumerate() {
+            let (name, framework) = profiles[k];
+            let cpu_before = process_cpu_seconds();
+            let started = Instant::now();
+            slot_selector_labels(&cache, &p);
+            let out = views[k].attempt(&cache, |cluster, all| {
+                schedule_on(
+                    framework,
+                    &p,
+                    cluster,
+                    all,
+                    Nominated::default(),
+                    &rotation,
+                    Search::ALL,
+                )
+            });
+            match out {
+                Ok(placed) => {
+                    let mut assumed = p;
+                    assumed.node_name = Some(placed.node);
+                    cache.write().apply_pod(assumed);
+                }
+                Err(f) => {
+                    eprintln!(
+                        "side by side, {name}: pod {} did not fit: {}",
+                        p.name,
+                        f.message()
+                    );
+                    std::process::exit(1);
+                }
+            }
+            times[k].push(started.elapsed().as_secs_f64());
+            cpu[k] += process_cpu_seconds() - cpu_before;
+        }
+    }
+    for (k, (name, _)) in profiles.iter().enumerate() {
+        times[k].sort_by(f64::total_cmp);
+        let at = |q: f64| times[k][((times[k].len() - 1) as f64 * q) as usize] * 1e3;
+        println!(
+            "{:<20} {SCALE_NODES:>7} {SCALE_BOUND_PODS:>7} {:>9.3} ms {:>9.3} ms   \
+             CPU {:.3} ms / attempt ({iters} attempts, interleaved)",
+            format!("side by side, {name}"),
+            at(0.5),
+            at(0.9),
+            cpu[k] / iters as f64 * 1e3,
+        );
+    }
+    println!(
+        "side by side: default profile / placer, CPU per attempt {:.2}x, p50 {:.2}x",
+        cpu[1] / cpu[0],
+        times[1][(times[1].len() - 1) / 2] / times[0][(times[0].len() - 1) / 2],
+    );
 }
 
 /// CPU time of the whole process so far (every thread), in seconds.

@@ -133,3 +133,34 @@ fn the_queue_is_ordered_by_prioritysort_enabled_or_not() {
     );
     assert_eq!(default.queue_sort().name(), "PrioritySort");
 }
+
+/// NodeAffinity's `addedAffinity` (kube-scheduler's `NodeAffinityArgs`) loads
+/// in a policy, and a bad term is reported with its place and kube-scheduler's
+/// field path (issue 23).
+#[test]
+fn a_policy_carries_added_affinity_and_reports_bad_terms_where_they_are() {
+    let policy = |req: &str| {
+        format!(
+            "apiVersion: placer/v1alpha1\nkind: Policy\nprofiles:\n- schedulerName: s\n  plugins:\n  \
+             - name: NodeAffinity\n    args:\n      addedAffinity:\n        \
+             requiredDuringSchedulingIgnoredDuringExecution:\n          nodeSelectorTerms:\n          \
+             - matchExpressions: [{{key: {req}, operator: In, values: [a]}}]\n"
+        )
+    };
+    let p = placer::policy::parse(&policy("pool"), "p.yaml").unwrap();
+    let args = serde_json::to_value(&p).unwrap()["profiles"][0]["plugins"][0]["args"].clone();
+    assert_eq!(
+        args["addedAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+            [0]["matchExpressions"][0]["key"],
+        "pool"
+    );
+    let e = placer::policy::parse(&policy("a/b/c"), "p.yaml")
+        .unwrap_err()
+        .to_string();
+    assert!(e.starts_with("p.yaml:"), "{e}");
+    assert!(
+        e.contains("profiles[0].plugins[0]")
+            && e.contains("addedAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].key: Invalid value: \"a/b/c\""),
+        "{e}"
+    );
+}

@@ -397,4 +397,44 @@ extenders:
             .to_string();
         assert!(e.contains("KubeSchedulerConfiguration"), "{e}");
     }
+
+    /// kube-scheduler's `NodeAffinityArgs.addedAffinity` is read (issue 23),
+    /// and the in-tree side then enforces it.
+    #[test]
+    fn added_affinity_is_read_and_enforced() {
+        let yaml = r#"
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: pinned
+  pluginConfig:
+  - name: NodeAffinity
+    args:
+      apiVersion: kubescheduler.config.k8s.io/v1
+      kind: NodeAffinityArgs
+      addedAffinity:
+        requiredDuringSchedulingIgnoredDuringExecution:
+          nodeSelectorTerms:
+          - matchExpressions: [{key: pool, operator: In, values: [batch]}]
+"#;
+        let t = InTree::parse(yaml, "ks.yaml").unwrap();
+        let (f, _) = t.profile_for("pinned").unwrap();
+        let affinity = f
+            .plugins()
+            .iter()
+            .find(|p| p.plugin.name() == "NodeAffinity")
+            .unwrap();
+        let mut state = crate::framework::CycleState::new();
+        let pod = crate::objects::PodInfo::default();
+        let cluster = crate::cache::ClusterState::default();
+        let pre = affinity.plugin.as_pre_filter().unwrap();
+        assert!(pre.pre_filter(&mut state, &pod, &cluster).is_success());
+        let filter = affinity.plugin.as_filter().unwrap();
+        let other = crate::objects::NodeInfo::new("n", [("pool", "web")]);
+        assert_eq!(
+            filter.filter(&state, &pod, &other, &cluster).message(),
+            "node(s) didn't match scheduler-enforced node affinity"
+        );
+        let batch = crate::objects::NodeInfo::new("n", [("pool", "batch")]);
+        assert!(filter.filter(&state, &pod, &batch, &cluster).is_success());
+    }
 }

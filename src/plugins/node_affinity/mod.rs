@@ -20,23 +20,32 @@
 //! - Score: the sum of the weights of the matching preferred terms (weight 0
 //!   and empty terms are ignored), normalized with `DefaultNormalizeScore`.
 //!
-//! Queueing hints (Node Add|UpdateNodeLabel): a node added that matches,
-//! or one whose labels changed from not matching to matching.
+//! - `addedAffinity` (the plugin's args, `args.rs`): every node must also
+//!   match the added required terms, or Filter fails with
+//!   `ERR_REASON_ENFORCED` before the pod's own requirements are read; the
+//!   added preferred terms' weights are added to every pod's score. A pod
+//!   without requirements of its own still runs PreFilter and Filter when
+//!   there are added required terms, and PreScore when there are added
+//!   preferred ones.
 //!
-//! Not supported: the `addedAffinity` plugin argument (scheduler-enforced
-//! affinity; rejected as an unknown field rather than silently ignored), the
-//! PreFilter narrowing to the nodes named by `matchFields` `metadata.name In`
-//! (placer's runner evaluates every node; the verdicts are the same, but
-//! kube-scheduler reports the nodes it skipped as
+//! Queueing hints (Node Add|UpdateNodeLabel): a node added that matches,
+//! or one whose labels changed from not matching to matching. A node that
+//! does not match the added required terms is skipped; whether it matched
+//! them before is not asked (kube-scheduler asks it only of the pod's own).
+//!
+//! Not supported: the PreFilter narrowing to the nodes named by `matchFields`
+//! `metadata.name In` (placer's runner evaluates every node; the verdicts are
+//! the same, but kube-scheduler reports the nodes it skipped as
 //! "node(s) didn't satisfy plugin(s) [NodeAffinity]"), and the resize-deferred
 //! PreFilter `Skip`.
 
+mod args;
 mod terms;
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::NodeSelector;
-use serde::{Deserialize, Serialize};
 
 use crate::cache::ClusterState;
 use crate::framework::queueing::{ActionType, Change, EventResource, QueueingHint};
@@ -48,6 +57,7 @@ use crate::objects::{NodeInfo, PodInfo};
 use crate::plugins::helper::default_normalize_score;
 use crate::plugins::validation::OBJECT_NAME_FIELD;
 
+pub use args::NodeAffinityArgs;
 pub(crate) use terms::term_errors;
 pub use terms::{PreferredTerms, RequiredNodeAffinity, TermMatcher};
 
@@ -57,29 +67,29 @@ pub const NAME: &str = "NodeAffinity";
 /// Filter reason (kube-scheduler `ErrReasonPod`).
 pub const ERR_REASON_POD: &str = "node(s) didn't match Pod's node affinity/selector";
 
+/// Filter reason when the node does not match the profile's
+/// `addedAffinity` required terms (kube-scheduler `errReasonEnforced`).
+pub const ERR_REASON_ENFORCED: &str = "node(s) didn't match scheduler-enforced node affinity";
+
 /// PreFilter reason when every required term names (`metadata.name In`) a set
 /// of nodes and those sets are all empty (kube-scheduler `errReasonConflict`).
 pub const ERR_REASON_CONFLICT: &str = "pod affinity terms conflict";
 
-/// Arguments of NodeAffinity.
-///
-/// kube-scheduler's `NodeAffinityArgs.addedAffinity` is not supported yet: it
-/// is rejected as an unknown field, so a policy that relies on it fails to
-/// load instead of silently scheduling without it.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct NodeAffinityArgs {}
-
-impl crate::plugins::CacheNeeds for NodeAffinityArgs {}
-
-/// The plugin.
+/// The plugin, with its profile's `addedAffinity` (shared with the
+/// queueing hint).
 #[derive(Debug, Default)]
-pub struct NodeAffinity;
+pub struct NodeAffinity {
+    added_required: Option<Arc<RequiredNodeAffinity>>,
+    added_preferred: Option<PreferredTerms>,
+}
 
 impl NodeAffinity {
     /// Builds the plugin.
-    pub fn new(_: &NodeAffinityArgs) -> Self {
-        NodeAffinity
+    pub fn new(args: &NodeAffinityArgs) -> Self {
+        NodeAffinity {
+            added_required: args.added.required.clone().map(Arc::new),
+            added_preferred: args.added.preferred.clone(),
+        }
     }
 }
 
@@ -123,8 +133,9 @@ fn required_selector(pod: &PodInfo) -> Option<&NodeSelector> {
 /// The pod's parsed requirements, written in PreFilter.
 struct PreFilterState(RequiredNodeAffinity);
 
-/// The pod's parsed preferred terms, written in PreScore.
-struct PreScoreState(PreferredTerms);
+/// The pod's parsed preferred terms, written in PreScore (`None`: the pod
+/// has none, only the added ones count).
+struct PreScoreState(Option<PreferredTerms>);
 
 crate::plugin!(
     NodeAffinity,
@@ -135,7 +146,7 @@ crate::plugin!(
 impl PreFilterPlugin for NodeAffinity {
     fn pre_filter(&self, state: &mut CycleState, pod: &PodInfo, cluster: &ClusterState) -> Status {
         let required = required_selector(pod);
-        if required.is_none() && pod.spec.node_selector.is_empty() {
+        if required.is_none() && self.added_required.is_none() && pod.spec.node_selector.is_empty() {
             return Status::skip("pod has no node selector or required node affinity");
         }
         let affinity = RequiredNodeAffinity::new(pod).with_label_ids(cluster.label_slots());
@@ -156,6 +167,9 @@ impl PreFilterPlugin for NodeAffinity {
 
 impl FilterPlugin for NodeAffinity {
     fn filter(&self, state: &CycleState, _: &PodInfo, node: &NodeInfo, _: &ClusterState) -> Status {
+        if self.added_required.as_ref().is_some_and(|a| !a.matches(node)) {
+            return Status::unresolvable(ERR_REASON_ENFORCED);
+        }
         let PreFilterState(required) = match state.from_pre_filter::<PreFilterState>() {
             Ok(s) => s,
             Err(missing) => return missing,
@@ -170,21 +184,30 @@ impl FilterPlugin for NodeAffinity {
 
 impl EnqueueExtensions for NodeAffinity {
     fn events_to_register(&self) -> Vec<EventHint> {
+        let added = self.added_required.clone();
         vec![EventHint::when(
             EventResource::Node,
             ActionType::ADD | ActionType::UPDATE_NODE_LABEL,
-            node_change_may_help,
+            move |pod, change| node_change_may_help(added.as_deref(), pod, change),
         )]
     }
 }
 
 /// A node added that matches `pod`'s requirements, or updated from not
-/// matching to matching. An update that leaves every label the pod reads
-/// as it was is skipped before the pod's terms are parsed.
-fn node_change_may_help(pod: &PodInfo, change: &Change) -> QueueingHint {
+/// matching to matching, and that matches the `added` required terms. An
+/// update that leaves every label the pod reads as it was is skipped before
+/// the pod's terms are parsed.
+fn node_change_may_help(
+    added: Option<&RequiredNodeAffinity>,
+    pod: &PodInfo,
+    change: &Change,
+) -> QueueingHint {
     let Some((old, Some(new))) = change.nodes() else {
         return QueueingHint::Queue;
     };
+    if added.is_some_and(|a| !a.matches(new)) {
+        return QueueingHint::Skip;
+    }
     if let Some(old) = old
         && RequiredNodeAffinity::label_keys(pod).all(|k| old.label(k) == new.label(k))
     {
@@ -202,7 +225,7 @@ impl PreScorePlugin for NodeAffinity {
         _: &[&NodeInfo],
         _: &ClusterState,
     ) -> Status {
-        let Some(preferred) = pod
+        let preferred = pod
             .spec
             .affinity
             .as_ref()
@@ -210,22 +233,22 @@ impl PreScorePlugin for NodeAffinity {
             .and_then(|n| {
                 n.preferred_during_scheduling_ignored_during_execution
                     .as_ref()
-            })
-        else {
-            return Status::skip("pod has no preferred node affinity");
+            });
+        let own = match preferred.map(|p| PreferredTerms::new(p)).transpose() {
+            Ok(own) => own,
+            Err(e) => return Status::error(e),
         };
-        match PreferredTerms::new(preferred) {
-            Ok(terms) => {
-                state.write(PreScoreState(terms));
-                Status::success()
-            }
-            Err(e) => Status::error(e),
+        if own.is_none() && self.added_preferred.is_none() {
+            return Status::skip("pod has no preferred node affinity");
         }
+        state.write(PreScoreState(own));
+        Status::success()
     }
 }
 
 impl ScorePlugin for NodeAffinity {
-    /// The sum of the weights of the preferred terms the node matches.
+    /// The sum of the weights of the preferred terms the node matches, the
+    /// added ones and the pod's.
     fn score(
         &self,
         state: &CycleState,
@@ -233,8 +256,11 @@ impl ScorePlugin for NodeAffinity {
         node: &NodeInfo,
         _: &ClusterState,
     ) -> Result<NodeScore, Status> {
-        let PreScoreState(terms) = state.from_pre_score::<PreScoreState>()?;
-        Ok(NodeScore::value(terms.score(node)))
+        let PreScoreState(own) = state.from_pre_score::<PreScoreState>()?;
+        let added = self.added_preferred.as_ref().map_or(0, |t| t.score(node));
+        Ok(NodeScore::value(
+            added + own.as_ref().map_or(0, |t| t.score(node)),
+        ))
     }
 
     fn normalize(&self, _: &CycleState, _: &PodInfo, scores: &mut [NodeScore]) -> Status {
@@ -243,5 +269,7 @@ impl ScorePlugin for NodeAffinity {
     }
 }
 
+#[cfg(test)]
+mod added_tests;
 #[cfg(test)]
 mod tests;

@@ -140,6 +140,31 @@ impl RequiredNodeAffinity {
         }
     }
 
+    /// The terms of `selector`, ORed, where any requirement that does not
+    /// parse is an error (`nodeaffinity.NewNodeSelector`, errors under
+    /// `path`): how kube-scheduler reads the selector of its own args.
+    pub(crate) fn strict(selector: &NodeSelector, path: &str) -> Result<Self, Vec<String>> {
+        let mut errs = Vec::new();
+        let mut terms = Vec::new();
+        for (i, t) in selector.node_selector_terms.iter().enumerate() {
+            if is_empty_term(t) {
+                continue;
+            }
+            match TermMatcher::parse(t, &format!("{path}.nodeSelectorTerms[{i}]")) {
+                Ok(m) => terms.push(m),
+                Err(e) => errs.extend(e),
+            }
+        }
+        if errs.is_empty() {
+            Ok(RequiredNodeAffinity {
+                node_selector: Vec::new(),
+                terms: Some(terms),
+            })
+        } else {
+            Err(errs)
+        }
+    }
+
     /// True when `node` satisfies the node selector and some required term.
     pub fn matches(&self, node: &NodeInfo) -> bool {
         self.node_selector.iter().all(|(k, v, wanted)| {
@@ -176,13 +201,19 @@ impl PreferredTerms {
     /// Parses `terms`, skipping those with weight 0 or no requirement; any
     /// parse error fails the whole list, with kube-scheduler's aggregated message.
     pub fn new(terms: &[PreferredSchedulingTerm]) -> Result<Self, String> {
+        Self::parse_at(terms, "").map_err(aggregate)
+    }
+
+    /// Parses `terms` as [`PreferredTerms::new`] does, with each error under
+    /// `path` (the list's own path), one string per error.
+    pub(crate) fn parse_at(terms: &[PreferredSchedulingTerm], path: &str) -> Result<Self, Vec<String>> {
         let mut errs = Vec::new();
         let mut parsed = Vec::new();
         for (i, t) in terms.iter().enumerate() {
             if t.weight == 0 || is_empty_term(&t.preference) {
                 continue;
             }
-            match TermMatcher::parse(&t.preference, &format!("[{i}]")) {
+            match TermMatcher::parse(&t.preference, &format!("{path}[{i}]")) {
                 Ok(m) => parsed.push((i64::from(t.weight), m)),
                 Err(e) => errs.extend(e),
             }
@@ -190,7 +221,7 @@ impl PreferredTerms {
         if errs.is_empty() {
             Ok(PreferredTerms { terms: parsed })
         } else {
-            Err(aggregate(errs))
+            Err(errs)
         }
     }
 

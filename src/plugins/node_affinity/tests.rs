@@ -22,7 +22,7 @@ fn node(name: &str, labels: &[(&str, &str)]) -> NodeInfo {
 }
 
 fn filter(pod: &PodInfo, node: &NodeInfo) -> Status {
-    test_support::filter(&NodeAffinity, pod, node, &ClusterState::default())
+    test_support::filter(&NodeAffinity::default(), pod, node, &ClusterState::default())
 }
 
 fn fits(pod: &PodInfo, node: &NodeInfo) -> bool {
@@ -267,15 +267,15 @@ fn preferred(terms: Value) -> PodInfo {
 fn scores(pod: &PodInfo, nodes: &[NodeInfo]) -> Result<Vec<(i64, i64)>, Status> {
     let cluster = ClusterState::default();
     let mut state = CycleState::new();
-    let pre = NodeAffinity.pre_score(&mut state, pod, &[], &cluster);
+    let pre = NodeAffinity::default().pre_score(&mut state, pod, &[], &cluster);
     if pre.code() != Code::Success {
         return Err(pre);
     }
     let mut out: Vec<NodeScore> = nodes
         .iter()
-        .map(|n| NodeAffinity.score(&state, pod, n, &cluster).unwrap())
+        .map(|n| NodeAffinity::default().score(&state, pod, n, &cluster).unwrap())
         .collect();
-    assert!(NodeAffinity.normalize(&state, pod, &mut out).is_success());
+    assert!(NodeAffinity::default().normalize(&state, pod, &mut out).is_success());
     Ok(out.iter().map(|s| (s.raw.unwrap(), s.score)).collect())
 }
 
@@ -391,23 +391,15 @@ fn node_selector_by_inline_ids_gives_the_string_verdicts() {
 
 /// [`fits`] in cluster `c` (PreFilter reads its label slots).
 fn fits_in(pod: &PodInfo, node: &NodeInfo, c: &ClusterState) -> bool {
-    test_support::filter(&NodeAffinity, pod, node, c).is_success()
-}
-
-#[test]
-fn args_reject_added_affinity() {
-    assert!(serde_yaml_ng::from_str::<NodeAffinityArgs>("{}").is_ok());
-    let e = serde_yaml_ng::from_str::<NodeAffinityArgs>("addedAffinity: {}").unwrap_err();
-    assert!(e.to_string().contains("addedAffinity"), "{e}");
+    test_support::filter(&NodeAffinity::default(), pod, node, c).is_success()
 }
 
 /// Cases of kube-scheduler's `Test_isSchedulableAfterNodeChange`
-/// (`node_affinity_test.go`; its `addedAffinity` cases do not apply: placer
-/// does not take that argument).
+/// (`node_affinity_test.go`; its `addedAffinity` cases are in `added_tests.rs`).
 #[test]
 fn hints_queue_the_pod_when_a_node_starts_matching() {
     let p = exprs(json!([{"key": "foo", "operator": "In", "values": ["bar"]}]));
-    let hint = |event| test_support::hint(&NodeAffinity, &p, event);
+    let hint = |event| test_support::hint(&NodeAffinity::default(), &p, event);
     let plain = node("n", &[]);
     let foo_bar = node("n", &[("foo", "bar")]);
     assert_eq!(hint(node_added(plain.clone())), QueueingHint::Skip);
@@ -441,16 +433,16 @@ fn hints_queue_the_pod_when_a_node_starts_matching() {
     // The node selector counts as well.
     let selector = pod(json!({"nodeSelector": {"disk": "ssd"}}));
     let event = node_updated(plain.clone(), node("n", &[("disk", "ssd")]));
-    assert_eq!(test_support::hint(&NodeAffinity, &selector, event), QueueingHint::Queue);
+    assert_eq!(test_support::hint(&NodeAffinity::default(), &selector, event), QueueingHint::Queue);
     // A node name requirement (`matchFields`) on an added node.
     let named = required(json!([{"matchFields": [
         {"key": "metadata.name", "operator": "In", "values": ["m"]}]}]));
     assert_eq!(
-        test_support::hint(&NodeAffinity, &named, node_added(node("n", &[]))),
+        test_support::hint(&NodeAffinity::default(), &named, node_added(node("n", &[]))),
         QueueingHint::Skip
     );
     assert_eq!(
-        test_support::hint(&NodeAffinity, &named, node_added(node("m", &[]))),
+        test_support::hint(&NodeAffinity::default(), &named, node_added(node("m", &[]))),
         QueueingHint::Queue
     );
 }
