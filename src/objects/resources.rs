@@ -101,17 +101,26 @@ pub fn parse_resource(name: &str, quantity: &str) -> Result<i64, QuantityError> 
     parse_quantity(quantity, if name == "cpu" { 1000 } else { 1 })
 }
 
+/// Parses every quantity of a `ResourceList`-like map and hands it to `set`;
+/// an unparsable quantity is an error naming its resource.
+fn parse_each<'a>(
+    list: impl IntoIterator<Item = (&'a str, &'a str)>,
+    mut set: impl FnMut(&str, i64),
+) -> Result<(), QuantityError> {
+    for (name, q) in list {
+        let value = parse_resource(name, q).map_err(|e| QuantityError(format!("{name}: {e}")))?;
+        set(name, value);
+    }
+    Ok(())
+}
+
 impl Resources {
     /// Reads a `ResourceList`-like map; unparsable quantities are errors naming the resource.
     pub fn from_list<'a>(
         list: impl IntoIterator<Item = (&'a str, &'a str)>,
     ) -> Result<Self, QuantityError> {
         let mut r = Resources::default();
-        for (name, q) in list {
-            let value =
-                parse_resource(name, q).map_err(|e| QuantityError(format!("{name}: {e}")))?;
-            r.set(name, value);
-        }
+        parse_each(list, |name, value| r.set(name, value))?;
         Ok(r)
     }
 
@@ -188,11 +197,7 @@ impl RequestList {
         list: impl IntoIterator<Item = (&'a str, &'a str)>,
     ) -> Result<Self, QuantityError> {
         let mut r = RequestList::default();
-        for (name, q) in list {
-            let value =
-                parse_resource(name, q).map_err(|e| QuantityError(format!("{name}: {e}")))?;
-            r.set(name, value);
-        }
+        parse_each(list, |name, value| r.set(name, value))?;
         Ok(r)
     }
 
