@@ -27,6 +27,7 @@ use crate::harness::{
     shipped_leader_election_rules, shipped_standalone_rules,
 };
 
+mod added_affinity;
 mod bind_failure;
 mod hints;
 mod leader;
