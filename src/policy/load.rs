@@ -124,8 +124,6 @@ struct RawPolicy {
 struct RawExtender {
     default_profile: Option<NonEmpty>,
     scheduler_names: Option<Vec<NonEmpty>>,
-    #[serde(default)]
-    prioritize_hosts: super::PrioritizeHosts,
 }
 
 #[derive(Deserialize)]
@@ -267,7 +265,6 @@ impl RawPolicy {
                     .extender
                     .scheduler_names
                     .map(|names| names.iter().map(ToString::to_string).collect()),
-                prioritize_hosts: self.extender.prioritize_hosts,
             },
             percentage_of_nodes_to_score: global,
             profiles: self

@@ -52,26 +52,6 @@ pub struct ExtenderSettings {
     /// serves: when set, `/bind` refuses pods of any other scheduler.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub scheduler_names: Option<Vec<String>>,
-    /// Which hosts `/prioritize` lists.
-    pub prioritize_hosts: PrioritizeHosts,
-}
-
-/// Which of the requested hosts a `/prioritize` answer lists. kube-scheduler
-/// adds an extender's score only for the hosts its answer names, so a host
-/// left out counts 0; and a score added to every host alike moves no host
-/// past another. Every setting therefore gives kube-scheduler the same
-/// ranking, hence the same placements; they differ in how many entries it
-/// decodes and stores per pod.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, serde::Deserialize)]
-pub enum PrioritizeHosts {
-    /// Every requested host with its score (kube-scheduler's own extenders
-    /// answer this way).
-    #[default]
-    All,
-    /// Only the hosts whose score is not 0.
-    NonZero,
-    /// Every score lowered by the lowest one, then only the hosts not at 0.
-    ShiftedNonZero,
 }
 
 /// One profile.

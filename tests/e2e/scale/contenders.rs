@@ -120,20 +120,8 @@ impl Running {
             }
             Config::KubeWithPlacer => {
                 let shipped = repo_file("policy.yaml");
-                let mut policy = std::fs::read_to_string(&shipped)
+                let policy = std::fs::read_to_string(&shipped)
                     .with_context(|| format!("read {}", shipped.display()))?;
-                // The `/prioritize` answer experiment (issue 27): which hosts placer lists.
-                if let Ok(hosts) = std::env::var("PLACER_SCALE_PRIORITIZE_HOSTS") {
-                    policy = policy.replacen(
-                        "\nextender:\n",
-                        &format!("\nextender:\n  prioritizeHosts: {hosts}\n"),
-                        1,
-                    );
-                    anyhow::ensure!(
-                        policy.contains("prioritizeHosts"),
-                        "policy.yaml has no `extender:` section to set prioritizeHosts in"
-                    );
-                }
                 let placer = Placer::start(env, &policy).await?;
                 let c = kube(SchedulerConfig::new(scheduler_name))
                     .extender(ExtenderConfig::new(&placer.url()));
