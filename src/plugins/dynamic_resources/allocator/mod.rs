@@ -18,12 +18,16 @@
 //!
 //! - [`plan`]: the claims' requests as the search needs them, checked once;
 //! - [`cel`]: CEL selectors, compiled once, evaluated per device;
+//! - [`cel_values`]: what a selector sees: views of the device, quantities, versions;
 //! - [`pools`]: the pools of the slices that apply to a node;
 //! - [`search`]: the backtracking search;
 //! - [`checks`]: constraints, shared counters and taints while it runs;
 //! - [`result`]: the `AllocationResult` of each claim.
 
 mod cel;
+#[cfg(test)]
+mod cel_tests;
+mod cel_values;
 mod checks;
 mod plan;
 mod pools;

@@ -17,10 +17,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use super::{AllocatedDevices, Allocator, AllocatorError, DeviceId};
 use crate::objects::NodeInfo;
 
-const DRIVER: &str = "driver-a";
-const CLASS: &str = "class-a";
+pub(super) const DRIVER: &str = "driver-a";
+pub(super) const CLASS: &str = "class-a";
 
-fn meta(name: &str) -> ObjectMeta {
+pub(super) fn meta(name: &str) -> ObjectMeta {
     ObjectMeta {
         name: Some(name.to_owned()),
         namespace: Some("default".to_owned()),
@@ -28,7 +28,7 @@ fn meta(name: &str) -> ObjectMeta {
     }
 }
 
-fn class(name: &str, selectors: &[&str]) -> DeviceClass {
+pub(super) fn class(name: &str, selectors: &[&str]) -> DeviceClass {
     DeviceClass {
         metadata: ObjectMeta {
             name: Some(name.to_owned()),
@@ -41,7 +41,7 @@ fn class(name: &str, selectors: &[&str]) -> DeviceClass {
     }
 }
 
-fn cel(expression: &str) -> DeviceSelector {
+pub(super) fn cel(expression: &str) -> DeviceSelector {
     DeviceSelector {
         cel: Some(CELDeviceSelector {
             expression: expression.to_owned(),
@@ -49,21 +49,21 @@ fn cel(expression: &str) -> DeviceSelector {
     }
 }
 
-fn device(name: &str) -> Device {
+pub(super) fn device(name: &str) -> Device {
     Device {
         name: name.to_owned(),
         ..Default::default()
     }
 }
 
-fn with_attr(mut d: Device, key: &str, value: DeviceAttribute) -> Device {
+pub(super) fn with_attr(mut d: Device, key: &str, value: DeviceAttribute) -> Device {
     d.attributes
         .get_or_insert_with(BTreeMap::new)
         .insert(key.to_owned(), value);
     d
 }
 
-fn string_attr(s: &str) -> DeviceAttribute {
+pub(super) fn string_attr(s: &str) -> DeviceAttribute {
     DeviceAttribute {
         string: Some(s.to_owned()),
         ..Default::default()
@@ -71,7 +71,7 @@ fn string_attr(s: &str) -> DeviceAttribute {
 }
 
 /// A complete one-slice pool `pool` local to `node`.
-fn slice(name: &str, node: &str, pool: &str, devices: Vec<Device>) -> ResourceSlice {
+pub(super) fn slice(name: &str, node: &str, pool: &str, devices: Vec<Device>) -> ResourceSlice {
     ResourceSlice {
         metadata: ObjectMeta {
             name: Some(name.to_owned()),
@@ -91,7 +91,7 @@ fn slice(name: &str, node: &str, pool: &str, devices: Vec<Device>) -> ResourceSl
     }
 }
 
-fn request(name: &str, count: i64) -> DeviceRequest {
+pub(super) fn request(name: &str, count: i64) -> DeviceRequest {
     DeviceRequest {
         name: name.to_owned(),
         exactly: Some(ExactDeviceRequest {
@@ -113,7 +113,7 @@ fn all_request(name: &str) -> DeviceRequest {
     r
 }
 
-fn claim(name: &str, requests: Vec<DeviceRequest>) -> ResourceClaim {
+pub(super) fn claim(name: &str, requests: Vec<DeviceRequest>) -> ResourceClaim {
     ResourceClaim {
         metadata: meta(name),
         spec: Some(ResourceClaimSpec {
@@ -126,7 +126,7 @@ fn claim(name: &str, requests: Vec<DeviceRequest>) -> ResourceClaim {
     }
 }
 
-fn node(name: &str) -> NodeInfo {
+pub(super) fn node(name: &str) -> NodeInfo {
     NodeInfo::new(name, [("zone", "a")])
 }
 
@@ -142,7 +142,7 @@ fn classes() -> impl Fn(&str) -> Option<Arc<DeviceClass>> {
     }
 }
 
-fn arcs(slices: Vec<ResourceSlice>) -> Vec<Arc<ResourceSlice>> {
+pub(super) fn arcs(slices: Vec<ResourceSlice>) -> Vec<Arc<ResourceSlice>> {
     slices.into_iter().map(Arc::new).collect()
 }
 
@@ -158,7 +158,7 @@ fn allocate(
 }
 
 /// `(request, pool, device)` of every device result of every claim.
-fn picked(results: &[AllocationResult]) -> Vec<Vec<(String, String, String)>> {
+pub(super) fn picked(results: &[AllocationResult]) -> Vec<Vec<(String, String, String)>> {
     results
         .iter()
         .map(|r| {
@@ -171,7 +171,7 @@ fn picked(results: &[AllocationResult]) -> Vec<Vec<(String, String, String)>> {
         .collect()
 }
 
-fn triple(request: &str, pool: &str, device: &str) -> (String, String, String) {
+pub(super) fn triple(request: &str, pool: &str, device: &str) -> (String, String, String) {
     (request.to_owned(), pool.to_owned(), device.to_owned())
 }
 
