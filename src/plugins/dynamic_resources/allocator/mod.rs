@@ -29,6 +29,8 @@ mod cel;
 mod cel_tests;
 mod cel_values;
 mod checks;
+#[cfg(test)]
+mod feature_tests;
 mod plan;
 mod pools;
 mod result;
