@@ -120,6 +120,18 @@ fn selectors_on_each_attribute_type() {
         "d3"
     );
     assert_eq!(picked_by(&format!("device.driver == \"{DRIVER}\"")), "d1");
+    // cel.bind, as Kubernetes' examples use it to name the domain once.
+    assert_eq!(
+        picked_by(&format!(
+            "cel.bind(a, device.attributes[\"{DRIVER}\"], a.model == \"h100\" && !a.fast)"
+        )),
+        "d3"
+    );
+    // Comprehensions over a map's keys and a literal list.
+    assert_eq!(
+        picked_by("[4, 8].exists(n, n == 8) && device.driver.startsWith(\"driver\")"),
+        "d1"
+    );
 }
 
 #[test]
