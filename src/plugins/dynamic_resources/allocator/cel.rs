@@ -128,6 +128,9 @@ fn ordering(o: std::cmp::Ordering) -> i64 {
     o as i64
 }
 
+/// The successful result of an overload (every overload returns a
+/// `Result`, so this keeps their bodies short).
+#[allow(clippy::unnecessary_wraps)]
 fn owned<'b, 'v, T: Val + 'v>(v: T) -> Result<CowVal<'b, 'v>, ExecutionError> {
     Ok(CowVal::owned(v))
 }

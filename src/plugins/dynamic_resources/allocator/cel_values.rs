@@ -85,7 +85,7 @@ static_val!(Quantity, QUANTITY_TYPE, comparable);
 static_val!(Semver, SEMVER_TYPE, comparable);
 
 /// The string key of a map index, or the error CEL gives for another type.
-fn key<'a>(idx: &'a dyn Val) -> Result<&'a str, ExecutionError> {
+fn key(idx: &dyn Val) -> Result<&str, ExecutionError> {
     idx.downcast_ref::<CelString>()
         .map(|s| s.inner())
         .ok_or_else(|| ExecutionError::UnexpectedType {
@@ -125,10 +125,10 @@ impl<'v> DomainMap<'v> {
         id: &str,
     ) -> Option<&'v T> {
         let map = map?;
-        if self.domain == self.view.driver {
-            if let Some(v) = map.get(id) {
-                return Some(v);
-            }
+        if self.domain == self.view.driver
+            && let Some(v) = map.get(id)
+        {
+            return Some(v);
         }
         // Names are at most 64 + 1 + 63 characters: one short-lived string
         // only for lookups of qualified names.

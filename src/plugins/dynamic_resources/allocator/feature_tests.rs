@@ -293,11 +293,11 @@ fn distinct_attribute_skips_equal_values() {
     );
 }
 
-fn opaque(driver: &str) -> Option<OpaqueDeviceConfiguration> {
-    Some(OpaqueDeviceConfiguration {
+fn opaque(driver: &str) -> OpaqueDeviceConfiguration {
+    OpaqueDeviceConfiguration {
         driver: driver.to_owned(),
         parameters: RawExtension(serde_json::json!({"kind": "test"})),
-    })
+    }
 }
 
 // "with-class-device-config", "claim-with-device-config",
@@ -308,7 +308,7 @@ fn class_and_claim_configs_are_copied() {
     if let Some(spec) = known.spec.as_mut() {
         spec.config = Some(vec![
             k8s_openapi::api::resource::v1::DeviceClassConfiguration {
-                opaque: opaque("from-class"),
+                opaque: Some(opaque("from-class")),
             },
         ]);
     }
@@ -316,7 +316,7 @@ fn class_and_claim_configs_are_copied() {
     if let Some(d) = c.spec.as_mut().and_then(|s| s.devices.as_mut()) {
         d.config = Some(vec![DeviceClaimConfiguration {
             requests: Some(vec!["req-1".to_owned()]),
-            opaque: opaque("from-claim"),
+            opaque: Some(opaque("from-claim")),
         }]);
     }
     let results = run(
@@ -340,12 +340,12 @@ fn class_and_claim_configs_are_copied() {
             DeviceAllocationConfiguration {
                 source: "FromClass".to_owned(),
                 requests: None,
-                opaque: opaque("from-class"),
+                opaque: Some(opaque("from-class")),
             },
             DeviceAllocationConfiguration {
                 source: "FromClaim".to_owned(),
                 requests: Some(vec!["req-1".to_owned()]),
-                opaque: opaque("from-claim"),
+                opaque: Some(opaque("from-claim")),
             },
         ])
     );

@@ -175,8 +175,8 @@ pub(super) fn triple(request: &str, pool: &str, device: &str) -> (String, String
     (request.to_owned(), pool.to_owned(), device.to_owned())
 }
 
-fn local_selector(node: &str) -> Option<NodeSelector> {
-    Some(NodeSelector {
+fn local_selector(node: &str) -> NodeSelector {
+    NodeSelector {
         node_selector_terms: vec![NodeSelectorTerm {
             match_fields: Some(vec![NodeSelectorRequirement {
                 key: "metadata.name".to_owned(),
@@ -185,7 +185,7 @@ fn local_selector(node: &str) -> Option<NodeSelector> {
             }]),
             match_expressions: None,
         }],
-    })
+    }
 }
 
 // "simple": one request, one device, the result pinned to the node.
@@ -202,7 +202,7 @@ fn simple_count_allocates_and_pins_to_the_node() {
         picked(&results),
         vec![vec![triple("req-0", "pool-1", "dev-1")]]
     );
-    assert_eq!(results[0].node_selector, local_selector("node-1"));
+    assert_eq!(results[0].node_selector, Some(local_selector("node-1")));
     let result = &results[0]
         .devices
         .as_ref()
