@@ -32,6 +32,8 @@ mod checks;
 #[cfg(test)]
 mod feature_tests;
 mod plan;
+#[cfg(test)]
+mod pool_tests;
 mod pools;
 mod result;
 mod search;
