@@ -114,6 +114,11 @@ fn selectors_on_each_attribute_type() {
         )),
         "d3"
     );
+    // Build metadata does not order or distinguish versions.
+    assert_eq!(
+        picked_by(&format!("{d}.driverVersion == semver(\"1.0.0+build.7\")")),
+        "d1"
+    );
     // Another domain's attribute, fully qualified on the device.
     assert_eq!(
         picked_by("device.attributes[\"other.example.com\"].zone == \"d3\""),

@@ -39,9 +39,31 @@ impl Quantity {
     }
 }
 
-/// A semantic version (`semver("1.2.3")`, version attributes).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+/// A semantic version (`semver("1.2.3")`, version attributes). Ordered and
+/// compared by semver precedence, which ignores build metadata, as the
+/// Kubernetes `Semver` type (blang/semver's `Compare`) does.
+#[derive(Debug, Clone)]
 pub(super) struct Semver(pub semver::Version);
+
+impl PartialEq for Semver {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for Semver {}
+
+impl PartialOrd for Semver {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Semver {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.0.cmp_precedence(&other.0)
+    }
+}
 
 macro_rules! static_val {
     ($ty:ty, $cel:expr, comparable) => {
