@@ -7,6 +7,9 @@
 //! implements and [`crate::plugin!`] naming its extension points; then add
 //! one line to the `registry!` list below.
 
+// Not in the registry yet: the DynamicResources plugin that uses the
+// allocator is added to the `registry!` list below, which declares the module.
+pub mod dynamic_resources;
 pub mod fields;
 pub mod helper;
 mod label_selector;

@@ -1,0 +1,257 @@
+//! The per-candidate checks of the search that carry state while it runs:
+//! claim constraints (`matchAttribute`, `distinctAttribute`), the shared
+//! counters of partitionable devices, and device taints.
+
+use std::collections::HashMap;
+
+use k8s_openapi::api::resource::v1::{Device, DeviceAttribute, DeviceTaint, DeviceToleration};
+
+use super::plan::{ConstraintKind, ConstraintSpec};
+use super::pools::Pool;
+use super::types::{AllocatedDevices, AllocatorError};
+use crate::objects::resources::parse_quantity;
+
+/// The attribute `name` (`domain/id`) of `device` of `driver`: stored fully
+/// qualified, or without the domain when the domain is the driver's
+/// (`lookupAttribute`).
+pub(super) fn lookup_attribute<'a>(
+    device: &'a Device,
+    driver: &str,
+    name: &str,
+) -> Option<&'a DeviceAttribute> {
+    let attributes = device.attributes.as_ref()?;
+    if let Some(a) = attributes.get(name) {
+        return Some(a);
+    }
+    let (domain, id) = name.split_once('/')?;
+    if domain != driver {
+        return None;
+    }
+    attributes.get(id)
+}
+
+/// Equality of two scalar attribute values of the same type. List values
+/// (DRAListTypeAttributes, off by default) never match, as in Go's
+/// incubating allocator.
+fn same_value(a: &DeviceAttribute, b: &DeviceAttribute) -> bool {
+    if let Some(s) = &a.string {
+        return b.string.as_ref() == Some(s);
+    }
+    if let Some(i) = a.int {
+        return b.int == Some(i);
+    }
+    if let Some(v) = a.bool {
+        return b.bool == Some(v);
+    }
+    // semver 2.0.0 versions are in their minimal form, so string equality
+    // is version equality (as Go compares them).
+    if let Some(v) = &a.version {
+        return b.version.as_ref() == Some(v);
+    }
+    false
+}
+
+fn is_scalar(a: &DeviceAttribute) -> bool {
+    a.string.is_some() || a.int.is_some() || a.bool.is_some() || a.version.is_some()
+}
+
+/// One constraint of a claim while the search runs: the attribute values of
+/// the devices picked so far that it covers (a stack, popped on backtrack).
+pub(super) struct ConstraintState<'a> {
+    spec: &'a ConstraintSpec,
+    values: Vec<&'a DeviceAttribute>,
+}
+
+impl<'a> ConstraintState<'a> {
+    pub fn new(spec: &'a ConstraintSpec) -> Self {
+        ConstraintState {
+            spec,
+            values: Vec::new(),
+        }
+    }
+
+    /// Tries to add a device picked for `request` (`full_name` for a
+    /// subrequest); false when the constraint rejects it. On true the
+    /// caller must [`ConstraintState::remove`] it when backtracking.
+    pub fn add(
+        &mut self,
+        request: &str,
+        full_name: &str,
+        device: &'a Device,
+        driver: &str,
+    ) -> bool {
+        if !self.spec.covers(request, full_name) {
+            return true;
+        }
+        let Some(value) = lookup_attribute(device, driver, &self.spec.attribute) else {
+            return false;
+        };
+        let fits = match self.spec.kind {
+            ConstraintKind::Match => self
+                .values
+                .first()
+                .is_none_or(|first| is_scalar(value) && same_value(value, first)),
+            ConstraintKind::Distinct => self.values.iter().all(|v| !same_value(value, v)),
+        };
+        if fits {
+            self.values.push(value);
+        }
+        fits
+    }
+
+    /// Undoes a successful [`ConstraintState::add`] with the same arguments.
+    pub fn remove(&mut self, request: &str, full_name: &str) {
+        if self.spec.covers(request, full_name) {
+            self.values.pop();
+        }
+    }
+}
+
+/// Go's `taintPreventsAllocation`: a `NoSchedule` or `NoExecute` taint that
+/// no toleration of the request tolerates (other effects are ignored).
+pub(super) fn taint_prevents(device: &Device, tolerations: &[DeviceToleration]) -> bool {
+    device.taints.iter().flatten().any(|taint| {
+        matches!(taint.effect.as_str(), "NoSchedule" | "NoExecute")
+            && !tolerations.iter().any(|t| tolerates(t, taint))
+    })
+}
+
+/// `resourceclaim.ToleratesTaint`.
+fn tolerates(toleration: &DeviceToleration, taint: &DeviceTaint) -> bool {
+    if toleration
+        .effect
+        .as_deref()
+        .is_some_and(|e| !e.is_empty() && e != taint.effect)
+    {
+        return false;
+    }
+    if toleration
+        .key
+        .as_deref()
+        .is_some_and(|k| !k.is_empty() && k != taint.key)
+    {
+        return false;
+    }
+    match toleration.operator.as_deref().unwrap_or("") {
+        "" | "Equal" => {
+            toleration.value.as_deref().unwrap_or("") == taint.value.as_deref().unwrap_or("")
+        }
+        "Exists" => true,
+        _ => false,
+    }
+}
+
+/// Counter amounts in milli-units: exact for every quantity with at most
+/// three decimal places, which counters (bytes, cores, slices) are.
+type Amount = i128;
+
+fn amount(q: &str) -> Result<Amount, AllocatorError> {
+    parse_quantity(q, 1000)
+        .map(Amount::from)
+        .map_err(|e| AllocatorError::fatal(format!("counter value: {e}")))
+}
+
+/// Counter set name → counter name → amount.
+type Counters<'a> = HashMap<&'a str, HashMap<&'a str, Amount>>;
+
+/// The shared counters of partitionable devices (DRAPartitionableDevices,
+/// beta and on by default in v1.37) while the search runs.
+#[derive(Default)]
+pub(super) struct CounterState<'a> {
+    /// Per pool index: what the pool offers minus what devices allocated
+    /// before this search consume. Computed when first needed.
+    available: HashMap<usize, Counters<'a>>,
+    /// Per pool index: what the devices picked by this search consume.
+    consumed: HashMap<usize, Counters<'a>>,
+}
+
+impl<'a> CounterState<'a> {
+    /// Reserves the counters `device` of pool `pool_index` consumes; false
+    /// (and nothing reserved) when some counter of the pool would go below
+    /// zero.
+    pub fn reserve(
+        &mut self,
+        pools: &[Pool<'a>],
+        pool_index: usize,
+        device: &'a Device,
+        allocated: &AllocatedDevices,
+    ) -> Result<bool, AllocatorError> {
+        let Some(pool) = pools.get(pool_index) else {
+            return Ok(false);
+        };
+        if let std::collections::hash_map::Entry::Vacant(e) = self.available.entry(pool_index) {
+            e.insert(available_counters(pool, allocated)?);
+        }
+        let consumed = self.consumed.entry(pool_index).or_default();
+        for c in device.consumes_counters.iter().flatten() {
+            let set = consumed.entry(c.counter_set.as_str()).or_default();
+            for (name, counter) in &c.counters {
+                *set.entry(name.as_str()).or_default() += amount(&counter.value.0)?;
+            }
+        }
+        let fits = self.available.get(&pool_index).is_some_and(|available| {
+            available.iter().all(|(set, counters)| {
+                counters.iter().all(|(name, left)| {
+                    consumed
+                        .get(set)
+                        .and_then(|c| c.get(name))
+                        .is_none_or(|used| used <= left)
+                })
+            })
+        });
+        if !fits {
+            self.release(pool_index, device)?;
+        }
+        Ok(fits)
+    }
+
+    /// Undoes a successful [`CounterState::reserve`].
+    pub fn release(&mut self, pool_index: usize, device: &'a Device) -> Result<(), AllocatorError> {
+        let Some(consumed) = self.consumed.get_mut(&pool_index) else {
+            return Ok(());
+        };
+        for c in device.consumes_counters.iter().flatten() {
+            if let Some(set) = consumed.get_mut(c.counter_set.as_str()) {
+                for (name, counter) in &c.counters {
+                    if let Some(used) = set.get_mut(name.as_str()) {
+                        *used -= amount(&counter.value.0)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What `pool`'s counter sets offer minus what its allocated devices (on
+/// this node or not) consume. May go negative: then nothing is left.
+fn available_counters<'a>(
+    pool: &Pool<'a>,
+    allocated: &AllocatedDevices,
+) -> Result<Counters<'a>, AllocatorError> {
+    let mut available: Counters<'a> = HashMap::new();
+    for (name, set) in &pool.counter_sets {
+        let counters = available.entry(name).or_default();
+        for (counter, value) in &set.counters {
+            counters.insert(counter.as_str(), amount(&value.value.0)?);
+        }
+    }
+    for slice in pool.slices.iter().chain(&pool.other_slices) {
+        for device in slice.spec.devices.iter().flatten() {
+            if !allocated.contains_parts(pool.driver, pool.name, &device.name) {
+                continue;
+            }
+            for c in device.consumes_counters.iter().flatten() {
+                let Some(set) = available.get_mut(c.counter_set.as_str()) else {
+                    continue;
+                };
+                for (name, counter) in &c.counters {
+                    if let Some(left) = set.get_mut(name.as_str()) {
+                        *left -= amount(&counter.value.0)?;
+                    }
+                }
+            }
+        }
+    }
+    Ok(available)
+}

@@ -1,0 +1,135 @@
+//! The structured-parameters device allocator of Dynamic Resource
+//! Allocation: given a pod's unallocated ResourceClaims, the DeviceClasses
+//! they name and the ResourceSlices a node can use, find devices for every
+//! request of every claim, or say that the node cannot have them.
+//!
+//! It follows the "incubating" variant of Go's allocator
+//! (`k8s.io/dynamic-resource-allocation/structured`), the one kube-scheduler
+//! v1.37 picks with its default feature gates: admin access, prioritized
+//! lists (`firstAvailable`), partitionable devices (shared counters,
+//! per-device node selection), device taints and binding conditions.
+//! Consumable capacity (also on by default there) is not implemented: a
+//! request with `capacity` is refused with an error, and devices that allow
+//! multiple allocations are never picked.
+//!
+//! Use: [`Allocator::new`] once per pod (PreFilter) compiles the CEL
+//! selectors and checks the requests; [`Allocator::allocate`] per node
+//! (Filter) runs the search.
+//!
+//! - [`plan`]: the claims' requests as the search needs them, checked once;
+//! - [`cel`]: CEL selectors, compiled once, evaluated per device;
+//! - [`cel_values`]: what a selector sees: views of the device, quantities, versions;
+//! - [`pools`]: the pools of the slices that apply to a node;
+//! - [`search`]: the backtracking search;
+//! - [`checks`]: constraints, shared counters and taints while it runs;
+//! - [`result`]: the `AllocationResult` of each claim.
+
+mod cel;
+#[cfg(test)]
+mod cel_tests;
+mod cel_values;
+mod checks;
+#[cfg(test)]
+mod feature_tests;
+mod plan;
+#[cfg(test)]
+mod pool_tests;
+mod pools;
+mod result;
+mod search;
+#[cfg(test)]
+mod tests;
+mod types;
+
+use std::sync::Arc;
+
+use k8s_openapi::api::resource::v1::{AllocationResult, DeviceClass, ResourceClaim, ResourceSlice};
+
+use crate::objects::NodeInfo;
+pub use plan::ALLOCATION_RESULTS_MAX_SIZE;
+use plan::ClaimPlan;
+pub use types::{AllocatedDevices, AllocatorError, DeviceId};
+
+/// Allocates a fixed list of claims on any node. Built once per pod;
+/// `allocate` may run for many nodes at once (it is `Send + Sync` and keeps
+/// no state between calls).
+pub struct Allocator {
+    claims: Vec<ClaimPlan>,
+}
+
+impl std::fmt::Debug for Allocator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Allocator")
+            .field(
+                "claims",
+                &self.claims.iter().map(|c| &c.key).collect::<Vec<_>>(),
+            )
+            .finish()
+    }
+}
+
+impl Allocator {
+    /// Prepares the allocation of `claims` (the pod's claims that still need
+    /// one), looking classes up with `class_of`. Compiles every CEL selector
+    /// of the requests and their classes once.
+    ///
+    /// Errors: a missing class, a CEL compile error, a request this
+    /// allocator cannot handle; each worded as kube-scheduler words it.
+    pub fn new(
+        claims: Vec<ResourceClaim>,
+        class_of: &dyn Fn(&str) -> Option<Arc<DeviceClass>>,
+    ) -> Result<Allocator, AllocatorError> {
+        let claims = claims
+            .into_iter()
+            .map(|c| plan::plan_claim(c, class_of))
+            .collect::<Result<_, _>>()?;
+        Ok(Allocator { claims })
+    }
+
+    /// True when there is nothing to allocate.
+    pub fn is_empty(&self) -> bool {
+        self.claims.is_empty()
+    }
+
+    /// Tries to allocate every claim on `node`.
+    ///
+    /// `slices` are the slices that may apply to the node (its own
+    /// `spec.nodeName` ones, and the `allNodes`, `nodeSelector` and
+    /// per-device node selection ones; node selection is checked here).
+    /// `all_slices` is every slice of the cluster: it is read only for pools
+    /// that look incomplete from the node's view, to tell a pool being
+    /// updated from one whose other slices apply to other nodes. `allocated`
+    /// are the devices in use by other claims.
+    ///
+    /// `Ok(Some(results))`: one `AllocationResult` per claim, in order.
+    /// `Ok(None)`: the claims do not fit on the node. `Err`: see
+    /// [`AllocatorError`].
+    pub fn allocate(
+        &self,
+        node: &NodeInfo,
+        slices: &[Arc<ResourceSlice>],
+        all_slices: &[Arc<ResourceSlice>],
+        allocated: &AllocatedDevices,
+    ) -> Result<Option<Vec<AllocationResult>>, AllocatorError> {
+        let pools = pools::gather(node, slices, all_slices)?;
+        let mut search = search::Search::new(&self.claims, &pools, node, allocated)?;
+        if !search.run()? {
+            if pools.iter().any(|p| p.invalid) {
+                // Only this node's data is at fault: other nodes may do.
+                return Err(AllocatorError::OnNode(
+                    "invalid resource pools were encountered".to_owned(),
+                ));
+            }
+            return Ok(None);
+        }
+        self.claims
+            .iter()
+            .zip(&search.picked)
+            .zip(&search.chosen)
+            .map(|((claim, picked), chosen)| {
+                result::build(claim, picked, chosen, &pools, &node.name)
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some)
+    }
+}

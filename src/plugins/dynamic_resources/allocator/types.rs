@@ -1,0 +1,143 @@
+//! The allocator's public vocabulary: device identities, the set of devices
+//! in use, and its errors.
+
+use std::collections::{HashMap, HashSet};
+
+/// A device's identity: driver, pool, device name (`structured.DeviceID`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct DeviceId {
+    /// `spec.driver` of the device's slice.
+    pub driver: String,
+    /// `spec.pool.name` of the device's slice.
+    pub pool: String,
+    /// The device's `name`.
+    pub device: String,
+}
+
+impl DeviceId {
+    /// The identity of `device` in `pool` of `driver`.
+    pub fn new(
+        driver: impl Into<String>,
+        pool: impl Into<String>,
+        device: impl Into<String>,
+    ) -> Self {
+        DeviceId {
+            driver: driver.into(),
+            pool: pool.into(),
+            device: device.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for DeviceId {
+    /// `driver/pool/device`, as Go's `DeviceID.String()` prints it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}/{}", self.driver, self.pool, self.device)
+    }
+}
+
+/// Devices already in use: allocated in some claim's `status.allocation`, or
+/// in flight in this scheduler (assumed but not yet written).
+///
+/// Kept as driver → pool → devices so that the search can ask about a
+/// device by the `&str`s of its slice without building a [`DeviceId`] (two
+/// `String` clones per candidate device otherwise).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AllocatedDevices {
+    by_driver: HashMap<String, HashMap<String, HashSet<String>>>,
+    len: usize,
+}
+
+impl AllocatedDevices {
+    /// An empty set.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds `id`; false when it was there already.
+    pub fn insert(&mut self, id: DeviceId) -> bool {
+        let added = self
+            .by_driver
+            .entry(id.driver)
+            .or_default()
+            .entry(id.pool)
+            .or_default()
+            .insert(id.device);
+        self.len += usize::from(added);
+        added
+    }
+
+    /// Removes `id`; false when it was not there.
+    pub fn remove(&mut self, id: &DeviceId) -> bool {
+        let removed = self
+            .by_driver
+            .get_mut(&id.driver)
+            .and_then(|pools| pools.get_mut(&id.pool))
+            .is_some_and(|devices| devices.remove(&id.device));
+        self.len -= usize::from(removed);
+        removed
+    }
+
+    /// True when `id` is in use.
+    pub fn contains(&self, id: &DeviceId) -> bool {
+        self.contains_parts(&id.driver, &id.pool, &id.device)
+    }
+
+    /// True when device `device` of `pool` of `driver` is in use.
+    pub fn contains_parts(&self, driver: &str, pool: &str, device: &str) -> bool {
+        self.by_driver
+            .get(driver)
+            .and_then(|pools| pools.get(pool))
+            .is_some_and(|devices| devices.contains(device))
+    }
+
+    /// Number of devices in the set.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True without devices.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl FromIterator<DeviceId> for AllocatedDevices {
+    fn from_iter<I: IntoIterator<Item = DeviceId>>(iter: I) -> Self {
+        let mut set = AllocatedDevices::new();
+        for id in iter {
+            set.insert(id);
+        }
+        set
+    }
+}
+
+impl Extend<DeviceId> for AllocatedDevices {
+    fn extend<I: IntoIterator<Item = DeviceId>>(&mut self, iter: I) {
+        for id in iter {
+            self.insert(id);
+        }
+    }
+}
+
+/// Why claims could not be allocated, worded as kube-scheduler words it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AllocatorError {
+    /// A problem of the claims, their classes or their CEL expressions
+    /// (a missing class, a compile or runtime error, an unsupported field):
+    /// kube-scheduler aborts the attempt with it rather than trying other
+    /// nodes (Filter's `statusError`).
+    #[error("{0}")]
+    Fatal(String),
+    /// A problem that affects only this node (`ErrFailedAllocationOnNode`,
+    /// e.g. "invalid resource pools were encountered"): Filter reports the
+    /// node unschedulable with this text and goes on with other nodes.
+    #[error("{0}")]
+    OnNode(String),
+}
+
+impl AllocatorError {
+    pub(crate) fn fatal(message: impl Into<String>) -> Self {
+        AllocatorError::Fatal(message.into())
+    }
+}
