@@ -28,6 +28,7 @@ use crate::harness::{
 };
 
 mod bind_failure;
+mod dra;
 mod hints;
 mod leader;
 mod plugins;
