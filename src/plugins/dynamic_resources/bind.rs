@@ -63,6 +63,10 @@ impl ReservePlugin for DynamicResources {
         Status::success()
     }
 
+    /// Gives back the devices of allocations not written yet. One PreBind
+    /// already wrote stays in flight until the watch shows it: the API has
+    /// it, so another pod must not be given its devices meanwhile (the pod
+    /// itself, retried, finds its claim allocated and reserved for it).
     fn unreserve(&self, state: &mut CycleState, _: &PodInfo, _: &str) {
         let Some(cycle) = state.read::<DraCycle>() else {
             return;
@@ -71,10 +75,9 @@ impl ReservePlugin for DynamicResources {
         for &i in &cycle.to_allocate {
             let claim = &cycle.claims[i];
             let key = kobj(claim);
-            if table
-                .get(&key)
-                .is_some_and(|f| Some(f.uid.as_str()) == claim.metadata.uid.as_deref())
-            {
+            if table.get(&key).is_some_and(|f| {
+                f.written.is_none() && Some(f.uid.as_str()) == claim.metadata.uid.as_deref()
+            }) {
                 table.remove(&key);
             }
         }

@@ -203,9 +203,19 @@ fn reserve_keeps_the_devices_in_flight_until_the_watch_shows_them() {
     // Unreserve gives the devices back.
     plugin.unreserve(&mut state, &p, "n1");
     assert!(plugin.in_flight.lock().is_empty());
-    // Reserved again and written: once the watch shows the allocation, the
-    // cache counts it and the in-flight entry goes.
+    // Reserved again and written: Unreserve keeps what the API has; once
+    // the watch shows the allocation, the cache counts it and the entry goes.
     assert!(plugin.reserve(&mut state, &p, "n1").is_success());
+    let written = Arc::new(allocated(claim("shared"), "gpu-0", Some("n1")));
+    if let Some(f) = plugin.in_flight.lock().get_mut("ns/shared") {
+        f.written = Some(written);
+    }
+    plugin.unreserve(&mut state, &p, "n1");
+    assert_eq!(plugin.in_flight.lock().len(), 1);
+    // Until then a later pod reads the claim as written: allocated on n1.
+    let mut later = CycleState::new();
+    assert!(plugin.pre_filter(&mut later, &other, &c).is_success());
+    assert!(!plugin.filter(&later, &other, &node("n2"), &c).is_success());
     let shown = cluster(vec![allocated(claim("shared"), "gpu-0", Some("n1"))]);
     assert!(plugin.pre_filter(&mut CycleState::new(), &other, &shown).is_success());
     assert!(plugin.in_flight.lock().is_empty());

@@ -234,7 +234,8 @@ async fn one_gpu_per_pod_until_they_run_out_matches_kube_scheduler() -> anyhow::
 /// What the allocator decides with placer alone: two devices with `matchAttribute` on `numa`
 /// only fit the node whose two GPUs share a NUMA node; a class whose CEL selector asks for a
 /// model only fits the node with that model; a claim shared by two pods puts both on the node
-/// of its one allocation, reserved for both.
+/// of its one allocation, reserved for both; a pod whose claim template comes later waits, then
+/// schedules.
 #[tokio::test]
 async fn constraints_selectors_and_shared_claims() -> anyhow::Result<()> {
     let env = TestEnv::with_own_control_plane("sa-dra").await?;
@@ -307,6 +308,16 @@ async fn constraints_selectors_and_shared_claims() -> anyhow::Result<()> {
                 m
             });
     assert_eq!(by_claim.values().sum::<usize>(), 4, "{by_claim:?}");
+
+    // A pod whose template does not exist yet has no claim: it waits (PreEnqueue) until the
+    // resourceclaim controller creates the claim from the template created later, then takes
+    // the split node's last GPU.
+    env.create_pod_with_spec(&env.pod("late"), claims(Some("later"), None))
+        .await?;
+    env.assert_stays_unbound("late", STAYS_PENDING).await?;
+    claim_spec(&env, "later", "gpu", 1, false, false).await?;
+    assert_eq!(env.wait_pod_bound("late").await?, nodes[0]);
+    allocations(&env).await?;
     Ok(())
 }
 
