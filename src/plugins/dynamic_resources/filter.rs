@@ -98,7 +98,7 @@ impl DynamicResources {
                 None => f.written.is_none(),
                 Some(c) if c.metadata.uid.as_deref() != Some(f.uid.as_str()) => false,
                 // The watch shows the allocation: the cache counts it now.
-                Some(c) => !c.status.as_ref().is_some_and(|s| s.allocation.is_some()),
+                Some(c) => c.status.as_ref().is_none_or(|s| s.allocation.is_none()),
             }
         });
         let written = table
