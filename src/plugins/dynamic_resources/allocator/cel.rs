@@ -15,8 +15,10 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, LazyLock};
 
+use cel::common::ast::{ComprehensionExpr, Expr, IdedExpr, ListExpr, LiteralValue};
 use cel::common::types::{CelBool, CelDouble, CelInt, CelString, INT_TYPE, STRING_TYPE, Type};
 use cel::common::value::{CowVal, Val};
+use cel::parser::{Macro, MacroExprHelper, ParseError};
 use cel::{Context, Env, ExecutionError, Program, Value};
 use k8s_openapi::api::resource::v1::Device;
 
@@ -126,12 +128,55 @@ fn ordering(o: std::cmp::Ordering) -> i64 {
     o as i64
 }
 
+/// The successful result of an overload (every overload returns a
+/// `Result`, so this keeps their bodies short).
+#[allow(clippy::unnecessary_wraps)]
 fn owned<'b, 'v, T: Val + 'v>(v: T) -> Result<CowVal<'b, 'v>, ExecutionError> {
     Ok(CowVal::owned(v))
 }
 
+/// `cel.bind(name, init, expr)` (cel-go's `ext.Bindings`, part of the
+/// Kubernetes device selector environment): `expr` with `name` bound to
+/// `init`, evaluated once. Expanded, as cel-go does, into a comprehension
+/// over an empty list whose accumulator is the bound name.
+fn bind_macro(
+    helper: &mut MacroExprHelper<'_>,
+    target: &mut Option<IdedExpr>,
+    args: &mut Vec<IdedExpr>,
+) -> Result<Option<IdedExpr>, ParseError> {
+    // Only `cel.bind`: another target's `bind` is an ordinary call.
+    if !target
+        .as_ref()
+        .is_some_and(|t| matches!(&t.expr, Expr::Ident(name) if name == "cel"))
+    {
+        return Ok(None);
+    }
+    let [name, init, body]: [IdedExpr; 3] = std::mem::take(args)
+        .try_into()
+        .map_err(|_| helper.new_error(0, "cel.bind takes three arguments"))?;
+    let Expr::Ident(var) = &name.expr else {
+        return Err(helper.new_error(
+            name.id,
+            "cel.bind() variable names must be simple identifiers",
+        ));
+    };
+    let bind = ComprehensionExpr {
+        iter_range: helper.next_expr(Expr::List(ListExpr::new(Vec::new()))),
+        iter_var: "#unused".to_owned(),
+        iter_var2: None,
+        accu_var: var.clone(),
+        accu_init: init,
+        loop_cond: helper.next_expr(Expr::Literal(LiteralValue::Boolean(false.into()))),
+        loop_step: helper.next_expr(Expr::Ident(var.clone())),
+        result: body,
+    };
+    Ok(Some(helper.next_expr(Expr::Comprehension(Box::new(bind)))))
+}
+
 fn build_env() -> Result<Env, String> {
     let mut env = Env::stdlib();
+    env.add_macro(Macro::receiver("bind", 3, bind_macro))
+        .map_err(|e| e.to_string())?;
     let q = || QUANTITY_TYPE.to_owned();
     let s = || SEMVER_TYPE.to_owned();
     let str_t = || STRING_TYPE.to_owned();

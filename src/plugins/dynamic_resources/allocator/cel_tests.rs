@@ -114,12 +114,29 @@ fn selectors_on_each_attribute_type() {
         )),
         "d3"
     );
+    // Build metadata does not order or distinguish versions.
+    assert_eq!(
+        picked_by(&format!("{d}.driverVersion == semver(\"1.0.0+build.7\")")),
+        "d1"
+    );
     // Another domain's attribute, fully qualified on the device.
     assert_eq!(
         picked_by("device.attributes[\"other.example.com\"].zone == \"d3\""),
         "d3"
     );
     assert_eq!(picked_by(&format!("device.driver == \"{DRIVER}\"")), "d1");
+    // cel.bind, as Kubernetes' examples use it to name the domain once.
+    assert_eq!(
+        picked_by(&format!(
+            "cel.bind(a, device.attributes[\"{DRIVER}\"], a.model == \"h100\" && !a.fast)"
+        )),
+        "d3"
+    );
+    // Comprehensions over a map's keys and a literal list.
+    assert_eq!(
+        picked_by("[4, 8].exists(n, n == 8) && device.driver.startsWith(\"driver\")"),
+        "d1"
+    );
 }
 
 #[test]

@@ -39,9 +39,31 @@ impl Quantity {
     }
 }
 
-/// A semantic version (`semver("1.2.3")`, version attributes).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+/// A semantic version (`semver("1.2.3")`, version attributes). Ordered and
+/// compared by semver precedence, which ignores build metadata, as the
+/// Kubernetes `Semver` type (blang/semver's `Compare`) does.
+#[derive(Debug, Clone)]
 pub(super) struct Semver(pub semver::Version);
+
+impl PartialEq for Semver {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for Semver {}
+
+impl PartialOrd for Semver {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Semver {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.0.cmp_precedence(&other.0)
+    }
+}
 
 macro_rules! static_val {
     ($ty:ty, $cel:expr, comparable) => {
@@ -85,7 +107,7 @@ static_val!(Quantity, QUANTITY_TYPE, comparable);
 static_val!(Semver, SEMVER_TYPE, comparable);
 
 /// The string key of a map index, or the error CEL gives for another type.
-fn key<'a>(idx: &'a dyn Val) -> Result<&'a str, ExecutionError> {
+fn key(idx: &dyn Val) -> Result<&str, ExecutionError> {
     idx.downcast_ref::<CelString>()
         .map(|s| s.inner())
         .ok_or_else(|| ExecutionError::UnexpectedType {
@@ -125,10 +147,10 @@ impl<'v> DomainMap<'v> {
         id: &str,
     ) -> Option<&'v T> {
         let map = map?;
-        if self.domain == self.view.driver {
-            if let Some(v) = map.get(id) {
-                return Some(v);
-            }
+        if self.domain == self.view.driver
+            && let Some(v) = map.get(id)
+        {
+            return Some(v);
         }
         // Names are at most 64 + 1 + 63 characters: one short-lived string
         // only for lookups of qualified names.

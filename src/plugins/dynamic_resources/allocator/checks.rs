@@ -146,7 +146,7 @@ fn tolerates(toleration: &DeviceToleration, taint: &DeviceTaint) -> bool {
 type Amount = i128;
 
 fn amount(q: &str) -> Result<Amount, AllocatorError> {
-    parse_quantity(&q, 1000)
+    parse_quantity(q, 1000)
         .map(Amount::from)
         .map_err(|e| AllocatorError::fatal(format!("counter value: {e}")))
 }
@@ -179,9 +179,8 @@ impl<'a> CounterState<'a> {
         let Some(pool) = pools.get(pool_index) else {
             return Ok(false);
         };
-        if !self.available.contains_key(&pool_index) {
-            let available = available_counters(pool, allocated)?;
-            self.available.insert(pool_index, available);
+        if let std::collections::hash_map::Entry::Vacant(e) = self.available.entry(pool_index) {
+            e.insert(available_counters(pool, allocated)?);
         }
         let consumed = self.consumed.entry(pool_index).or_default();
         for c in device.consumes_counters.iter().flatten() {

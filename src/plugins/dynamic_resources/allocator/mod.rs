@@ -29,7 +29,11 @@ mod cel;
 mod cel_tests;
 mod cel_values;
 mod checks;
+#[cfg(test)]
+mod feature_tests;
 mod plan;
+#[cfg(test)]
+mod pool_tests;
 mod pools;
 mod result;
 mod search;

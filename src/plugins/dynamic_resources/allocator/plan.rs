@@ -89,11 +89,12 @@ pub(super) fn plan_claim(
     claim: ResourceClaim,
     class_of: &dyn Fn(&str) -> Option<Arc<DeviceClass>>,
 ) -> Result<ClaimPlan, AllocatorError> {
-    let key = format!(
-        "{}/{}",
-        claim.metadata.namespace.as_deref().unwrap_or_default(),
-        claim.metadata.name.as_deref().unwrap_or_default()
-    );
+    // `klog.KObj`: `namespace/name`, or the name alone without a namespace.
+    let name = claim.metadata.name.as_deref().unwrap_or_default();
+    let key = match claim.metadata.namespace.as_deref() {
+        Some(ns) if !ns.is_empty() => format!("{ns}/{name}"),
+        _ => name.to_owned(),
+    };
     let devices = claim.spec.as_ref().and_then(|s| s.devices.as_ref());
     let mut requests = Vec::new();
     for request in devices.iter().flat_map(|d| d.requests.iter().flatten()) {

@@ -175,8 +175,8 @@ fn node_selector(picked: &[Picked<'_>], node_name: &str) -> Result<Option<NodeSe
         match selector.node_selector_terms.as_slice() {
             [] => {}
             [only] => {
-                merge(&only.match_fields, &mut term.match_fields);
-                merge(&only.match_expressions, &mut term.match_expressions);
+                merge(only.match_fields.as_ref(), &mut term.match_fields);
+                merge(only.match_expressions.as_ref(), &mut term.match_expressions);
             }
             terms => {
                 return Err(format!(
@@ -198,10 +198,10 @@ fn node_selector(picked: &[Picked<'_>], node_name: &str) -> Result<Option<NodeSe
 /// Adds the requirements of `from` that `to` does not hold yet (same key,
 /// operator and set of values).
 fn merge(
-    from: &Option<Vec<NodeSelectorRequirement>>,
+    from: Option<&Vec<NodeSelectorRequirement>>,
     to: &mut Option<Vec<NodeSelectorRequirement>>,
 ) {
-    for r in from.iter().flatten() {
+    for r in from.into_iter().flatten() {
         let same = |e: &NodeSelectorRequirement| {
             let set = |v: &Option<Vec<String>>| -> std::collections::BTreeSet<String> {
                 v.iter().flatten().cloned().collect()

@@ -361,8 +361,7 @@ impl<'s, 'a> Search<'s, 'a> {
         if admin_access {
             return !picked_for.is_some_and(|claims| claims.contains(&claim));
         }
-        !picked_for.is_some_and(|claims| !claims.is_empty())
-            && !self.allocated.contains_parts(key.0, key.1, key.2)
+        picked_for.is_none_or(Vec::is_empty) && !self.allocated.contains_parts(key.0, key.1, key.2)
     }
 
     /// The class's and the request's selectors and per-device node
@@ -507,10 +506,10 @@ impl<'s, 'a> Search<'s, 'a> {
     fn give_back(&mut self, at: At, c: Candidate<'a>, taken: Taken) -> Result<(), AllocatorError> {
         self.picked[at.claim].pop();
         let key = self.key(c);
-        if let Some(claims) = self.allocating.get_mut(&key) {
-            if let Some(i) = claims.iter().rposition(|&ci| ci == at.claim) {
-                claims.swap_remove(i);
-            }
+        if let Some(claims) = self.allocating.get_mut(&key)
+            && let Some(i) = claims.iter().rposition(|&ci| ci == at.claim)
+        {
+            claims.swap_remove(i);
         }
         self.undo(at, c, &taken)
     }

@@ -104,7 +104,7 @@ pub(super) fn request(name: &str, count: i64) -> DeviceRequest {
     }
 }
 
-fn all_request(name: &str) -> DeviceRequest {
+pub(super) fn all_request(name: &str) -> DeviceRequest {
     let mut r = request(name, 0);
     if let Some(e) = r.exactly.as_mut() {
         e.allocation_mode = Some("All".to_owned());
@@ -147,7 +147,7 @@ pub(super) fn arcs(slices: Vec<ResourceSlice>) -> Vec<Arc<ResourceSlice>> {
 }
 
 /// Allocates `claims` on node-1 from `slices` with `allocated` in use.
-fn allocate(
+pub(super) fn allocate(
     claims: Vec<ResourceClaim>,
     slices: Vec<ResourceSlice>,
     allocated: &AllocatedDevices,
@@ -175,8 +175,8 @@ pub(super) fn triple(request: &str, pool: &str, device: &str) -> (String, String
     (request.to_owned(), pool.to_owned(), device.to_owned())
 }
 
-fn local_selector(node: &str) -> Option<NodeSelector> {
-    Some(NodeSelector {
+fn local_selector(node: &str) -> NodeSelector {
+    NodeSelector {
         node_selector_terms: vec![NodeSelectorTerm {
             match_fields: Some(vec![NodeSelectorRequirement {
                 key: "metadata.name".to_owned(),
@@ -185,7 +185,7 @@ fn local_selector(node: &str) -> Option<NodeSelector> {
             }]),
             match_expressions: None,
         }],
-    })
+    }
 }
 
 // "simple": one request, one device, the result pinned to the node.
@@ -202,7 +202,7 @@ fn simple_count_allocates_and_pins_to_the_node() {
         picked(&results),
         vec![vec![triple("req-0", "pool-1", "dev-1")]]
     );
-    assert_eq!(results[0].node_selector, local_selector("node-1"));
+    assert_eq!(results[0].node_selector, Some(local_selector("node-1")));
     let result = &results[0]
         .devices
         .as_ref()
@@ -473,137 +473,6 @@ fn admin_access_may_use_devices_in_use() {
     assert_eq!(result.admin_access, Some(true));
 }
 
-// "other-node": a slice of another node is not used.
-#[test]
-fn slices_of_other_nodes_are_not_used() {
-    let results = allocate(
-        vec![claim("c1", vec![request("req-0", 1)])],
-        vec![slice("s1", "node-2", "pool-1", vec![device("d1")])],
-        &AllocatedDevices::new(),
-    )
-    .expect("no error");
-    assert_eq!(results, None);
-}
-
-// "network-attached-device" and "all-nodes": node selector slices apply to
-// the nodes they select, and the result carries their selector; allNodes
-// slices need no selector at all.
-#[test]
-fn node_selector_and_all_nodes_slices() {
-    let selector = NodeSelector {
-        node_selector_terms: vec![NodeSelectorTerm {
-            match_expressions: Some(vec![NodeSelectorRequirement {
-                key: "zone".to_owned(),
-                operator: "In".to_owned(),
-                values: Some(vec!["a".to_owned()]),
-            }]),
-            match_fields: None,
-        }],
-    };
-    let mut by_selector = slice("s1", "", "pool-1", vec![device("d1")]);
-    by_selector.spec.node_name = None;
-    by_selector.spec.node_selector = Some(selector.clone());
-    let results = allocate(
-        vec![claim("c1", vec![request("req-0", 1)])],
-        vec![by_selector.clone()],
-        &AllocatedDevices::new(),
-    )
-    .expect("no error")
-    .expect("fits");
-    assert_eq!(results[0].node_selector, Some(selector.clone()));
-
-    // Another zone: the slice does not apply.
-    let mut elsewhere = by_selector;
-    if let Some(values) = elsewhere.spec.node_selector.as_mut().and_then(|s| {
-        s.node_selector_terms[0].match_expressions.as_mut()?[0]
-            .values
-            .as_mut()
-    }) {
-        *values = vec!["b".to_owned()];
-    }
-    let none = allocate(
-        vec![claim("c1", vec![request("req-0", 1)])],
-        vec![elsewhere],
-        &AllocatedDevices::new(),
-    )
-    .expect("no error");
-    assert_eq!(none, None);
-
-    let mut everywhere = slice("s1", "", "pool-1", vec![device("d1")]);
-    everywhere.spec.node_name = None;
-    everywhere.spec.all_nodes = Some(true);
-    let results = allocate(
-        vec![claim("c1", vec![request("req-0", 1)])],
-        vec![everywhere],
-        &AllocatedDevices::new(),
-    )
-    .expect("no error")
-    .expect("fits");
-    assert_eq!(results[0].node_selector, None);
-}
-
-// "incomplete-pool" (or "all-devices-of-incomplete-pool"): a pool missing a
-// slice of its newest generation gives nothing, and "All" is an error.
-#[test]
-fn incomplete_pools_are_not_used() {
-    let mut s = slice("s1", "node-1", "pool-1", vec![device("d1")]);
-    s.spec.pool.resource_slice_count = 2;
-    let none = allocate(
-        vec![claim("c1", vec![request("req-0", 1)])],
-        vec![s.clone()],
-        &AllocatedDevices::new(),
-    )
-    .expect("no error");
-    assert_eq!(none, None);
-    let err = allocate(
-        vec![claim("c1", vec![all_request("req-0")])],
-        vec![s],
-        &AllocatedDevices::new(),
-    )
-    .expect_err("All on an incomplete pool");
-    assert_eq!(
-        err,
-        AllocatorError::Fatal(
-            "claim default/c1, request req-0: asks for all devices, but resource pool driver-a/pool-1 is currently being updated".to_owned()
-        )
-    );
-}
-
-// "old-generation": only the newest generation of a pool counts.
-#[test]
-fn only_the_newest_generation_is_used() {
-    let old = slice("s-old", "node-1", "pool-1", vec![device("old")]);
-    let mut new = slice("s-new", "node-1", "pool-1", vec![device("new")]);
-    new.spec.pool.generation = 2;
-    let results = allocate(
-        vec![claim("c1", vec![request("req-0", 1)])],
-        vec![old, new],
-        &AllocatedDevices::new(),
-    )
-    .expect("no error")
-    .expect("fits");
-    assert_eq!(
-        picked(&results),
-        vec![vec![triple("req-0", "pool-1", "new")]]
-    );
-}
-
-// "duplicate-device-name": an invalid pool makes the node fail (not fatal).
-#[test]
-fn invalid_pools_fail_on_the_node() {
-    let s = slice("s1", "node-1", "pool-1", vec![device("d1"), device("d1")]);
-    let err = allocate(
-        vec![claim("c1", vec![request("req-0", 1)])],
-        vec![s],
-        &AllocatedDevices::new(),
-    )
-    .expect_err("invalid pool");
-    assert_eq!(
-        err,
-        AllocatorError::OnNode("invalid resource pools were encountered".to_owned())
-    );
-}
-
 // "missing-class".
 #[test]
 fn missing_class_is_an_error() {
@@ -641,4 +510,111 @@ fn requests_beyond_the_result_limit_are_an_error() {
 fn allocator_is_send_and_sync() {
     fn assert_send_sync<T: Send + Sync>() {}
     assert_send_sync::<Allocator>();
+}
+
+fn first_available(name: &str, subs: &[(&str, i64)]) -> DeviceRequest {
+    DeviceRequest {
+        name: name.to_owned(),
+        exactly: None,
+        first_available: Some(
+            subs.iter()
+                .map(|(sub, count)| DeviceSubRequest {
+                    name: (*sub).to_owned(),
+                    device_class_name: CLASS.to_owned(),
+                    allocation_mode: Some("ExactCount".to_owned()),
+                    count: Some(*count),
+                    ..Default::default()
+                })
+                .collect(),
+        ),
+    }
+}
+
+// "prioritized-list-with-backtracking": the first subrequest fits alone but
+// leaves nothing for the next request; the search goes back to the second.
+#[test]
+fn first_available_backtracks_when_a_later_request_fails() {
+    let results = allocate(
+        vec![claim(
+            "c1",
+            vec![
+                first_available("req-0", &[("big", 2), ("small", 1)]),
+                request("req-1", 1),
+            ],
+        )],
+        vec![slice(
+            "s1",
+            "node-1",
+            "pool-1",
+            vec![device("d1"), device("d2")],
+        )],
+        &AllocatedDevices::new(),
+    )
+    .expect("no error")
+    .expect("fits");
+    assert_eq!(
+        picked(&results),
+        vec![vec![
+            triple("req-0/small", "pool-1", "d1"),
+            triple("req-1", "pool-1", "d2")
+        ]]
+    );
+}
+
+// "prioritized-list-too-many-in-first-subrequest": a subrequest beyond the
+// result limit is skipped, not an error, when another fits.
+#[test]
+fn first_available_skips_subrequests_beyond_the_limit() {
+    let results = allocate(
+        vec![claim(
+            "c1",
+            vec![first_available("req-0", &[("huge", 33), ("one", 1)])],
+        )],
+        vec![slice("s1", "node-1", "pool-1", vec![device("d1")])],
+        &AllocatedDevices::new(),
+    )
+    .expect("no error")
+    .expect("fits");
+    assert_eq!(
+        picked(&results),
+        vec![vec![triple("req-0/one", "pool-1", "d1")]]
+    );
+}
+
+// "admin-access-claims-device-allocating-for-non-admin-access": an admin
+// claim may take a device another claim of the pod is taking, but one
+// claim never gets the same device twice.
+#[test]
+fn admin_access_shares_with_other_claims_not_within_one() {
+    let admin = |count: i64| {
+        let mut req = request("req-0", count);
+        if let Some(e) = req.exactly.as_mut() {
+            e.admin_access = Some(true);
+        }
+        req
+    };
+    let results = allocate(
+        vec![
+            claim("c1", vec![request("req-0", 1)]),
+            claim("c2", vec![admin(1)]),
+        ],
+        vec![slice("s1", "node-1", "pool-1", vec![device("d1")])],
+        &AllocatedDevices::new(),
+    )
+    .expect("no error")
+    .expect("fits");
+    assert_eq!(
+        picked(&results),
+        vec![
+            vec![triple("req-0", "pool-1", "d1")],
+            vec![triple("req-0", "pool-1", "d1")]
+        ]
+    );
+    let none = allocate(
+        vec![claim("c1", vec![admin(2)])],
+        vec![slice("s1", "node-1", "pool-1", vec![device("d1")])],
+        &AllocatedDevices::new(),
+    )
+    .expect("no error");
+    assert_eq!(none, None);
 }
