@@ -14,7 +14,10 @@
 //! time the loop now holds the cache's (read) lock.
 //! "fits, 2 WFFC claims" is "fits" for a pod with two unbound claims of a
 //! `WaitForFirstConsumer` class that provisions (VolumeBinding checks the
-//! class on every node and keeps each node's plan for Reserve).
+//! class on every node and keeps each node's plan for Reserve). "fits, 1
+//! DRA claim" is "fits" for a pod with one unallocated ResourceClaim of one
+//! device, on nodes that publish 8 devices each (DynamicResources runs the
+//! allocator on every node's slice, found by the cache's per-node index).
 //! Prints the median and p90 of `PLACER_BENCH_ITERS` attempts (default 20)
 //! per case.
 //!
@@ -102,7 +105,58 @@ fn cluster(nodes: usize) -> ClusterState {
             ..Default::default()
         });
     }
+    dra_devices(&mut c, nodes);
     c
+}
+
+/// DRA devices per node in the "1 DRA claim" case.
+const DEVICES_PER_NODE: usize = 8;
+
+/// One ResourceSlice of `DEVICES_PER_NODE` devices per node, a DeviceClass
+/// of the driver's devices (a CEL selector) and one unallocated claim
+/// asking for one device.
+fn dra_devices(c: &mut ClusterState, nodes: usize) {
+    let slices = (0..nodes)
+        .map(|n| {
+            let node = format!("node-{n}");
+            let devices: Vec<_> = (0..DEVICES_PER_NODE)
+                .map(|d| {
+                    serde_json::json!({"name": format!("gpu-{d}"),
+                    "attributes": {"model": {"string": "a100"}}})
+                })
+                .collect();
+            let slice = serde_json::json!({
+                "metadata": {"name": format!("{node}-gpus")},
+                "spec": {"driver": "gpu.bench", "nodeName": node, "devices": devices,
+                         "pool": {"name": node, "generation": 1, "resourceSliceCount": 1}}
+            });
+            Arc::new(serde_json::from_value(slice).unwrap_or_default())
+        })
+        .collect();
+    let class = serde_json::json!({"metadata": {"name": "gpu"},
+        "spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.bench'"}}]}});
+    let claim = serde_json::json!({"metadata": {"name": "gpu", "namespace": "bench", "uid": "gpu"},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}}});
+    let dra = c.dra_mut();
+    dra.set_watched();
+    dra.replace_slices(slices);
+    dra.replace_classes(vec![Arc::new(
+        serde_json::from_value(class).unwrap_or_default(),
+    )]);
+    dra.replace_claims(vec![Arc::new(
+        serde_json::from_value(claim).unwrap_or_default(),
+    )]);
+}
+
+/// "fits" with one ResourceClaim of one device.
+fn pod_with_dra_claim(name: &str) -> PodInfo {
+    let json = serde_json::json!({
+        "metadata": {"name": name, "namespace": "bench", "uid": name, "labels": {"app": "bench"}},
+        "spec": {"schedulerName": "placer",
+                 "containers": [{"name": "c", "resources": {"requests": {"cpu": "100m"}}}],
+                 "resourceClaims": [{"name": "gpu", "resourceClaimName": "gpu"}]}
+    });
+    serde_json::from_value(json).unwrap_or_default()
 }
 
 /// "fits" with two `WaitForFirstConsumer` claims.
@@ -156,12 +210,13 @@ fn main() {
         for (case, p) in [
             ("fits", pod("incoming", 0, "100m")),
             ("fits, 2 WFFC claims", pod_with_claims("incoming")),
+            ("fits, 1 DRA claim", pod_with_dra_claim("incoming")),
             ("preempts", pod("incoming", 1000, "4")),
         ] {
             // The case does what it says: a placement, or a nomination with victims.
             let outcome = schedule_one(&framework, &p, &mut c, Nominated::default(), &rotation);
             let as_expected = match (case, &outcome) {
-                ("fits" | "fits, 2 WFFC claims", Ok(_)) => true,
+                ("fits" | "fits, 2 WFFC claims" | "fits, 1 DRA claim", Ok(_)) => true,
                 ("preempts", Err(f)) => matches!(f.nominating(), Nominating::Nominate(_)),
                 _ => false,
             };

@@ -246,6 +246,12 @@ pub mod kinds {
     pub const VOLUME_ATTACHMENT: &str = "volumeattachment";
     /// CSIStorageCapacities.
     pub const CSI_STORAGE_CAPACITY: &str = "csistoragecapacity";
+    /// ResourceClaims (Dynamic Resource Allocation).
+    pub const RESOURCE_CLAIM: &str = "resourceclaim";
+    /// ResourceSlices.
+    pub const RESOURCE_SLICE: &str = "resourceslice";
+    /// DeviceClasses.
+    pub const DEVICE_CLASS: &str = "deviceclass";
 }
 
 /// One event with the objects it is about.

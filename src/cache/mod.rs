@@ -21,6 +21,7 @@
 //! [`Cache::read`].
 
 pub mod changes;
+pub mod dra;
 pub mod events;
 pub mod generations;
 pub mod lean;

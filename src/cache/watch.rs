@@ -20,6 +20,7 @@ use k8s_openapi::api::core::v1::{
     Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, ReplicationController, Service,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
 use k8s_openapi::api::storage::v1::{
     CSIDriver, CSINode, CSIStorageCapacity, StorageClass, VolumeAttachment,
 };
@@ -266,6 +267,125 @@ where
     )
     .await;
 }
+/// Watches forever what Dynamic Resource Allocation reads, into the
+/// cluster state's [`DraState`](crate::cache::dra::DraState): ResourceClaims,
+/// ResourceSlices and DeviceClasses (`resource.k8s.io/v1`). Started only
+/// when a profile runs DynamicResources, so clusters without it pay nothing.
+pub async fn watch_dra_objects(client: Client, cache: Arc<Cache>) {
+    let (c, k) = (&client, &cache);
+    tokio::join!(
+        watch_dra::<ResourceClaim>(c, k),
+        watch_dra::<ResourceSlice>(c, k),
+        watch_dra::<DeviceClass>(c, k),
+    );
+}
+
+/// How one DRA kind is kept in the [`DraState`](crate::cache::dra::DraState).
+trait DraKind: Resource + Sized {
+    /// The kind's event name.
+    const KIND: &'static str;
+    fn apply(s: &mut ClusterState, o: Arc<Self>);
+    fn delete(s: &mut ClusterState, key: &str);
+    fn replace(s: &mut ClusterState, all: Vec<Arc<Self>>);
+}
+
+impl DraKind for ResourceClaim {
+    const KIND: &'static str = kinds::RESOURCE_CLAIM;
+    fn apply(s: &mut ClusterState, o: Arc<Self>) {
+        s.dra_mut().apply_claim(o);
+    }
+    fn delete(s: &mut ClusterState, key: &str) {
+        s.dra_mut().delete_claim(key);
+    }
+    fn replace(s: &mut ClusterState, all: Vec<Arc<Self>>) {
+        s.dra_mut().replace_claims(all);
+    }
+}
+
+impl DraKind for ResourceSlice {
+    const KIND: &'static str = kinds::RESOURCE_SLICE;
+    fn apply(s: &mut ClusterState, o: Arc<Self>) {
+        s.dra_mut().apply_slice(o);
+    }
+    fn delete(s: &mut ClusterState, key: &str) {
+        s.dra_mut().delete_slice(key);
+    }
+    fn replace(s: &mut ClusterState, all: Vec<Arc<Self>>) {
+        s.dra_mut().replace_slices(all);
+    }
+}
+
+impl DraKind for DeviceClass {
+    const KIND: &'static str = kinds::DEVICE_CLASS;
+    fn apply(s: &mut ClusterState, o: Arc<Self>) {
+        s.dra_mut().apply_class(o);
+    }
+    fn delete(s: &mut ClusterState, key: &str) {
+        s.dra_mut().delete_class(key);
+    }
+    fn replace(s: &mut ClusterState, all: Vec<Arc<Self>>) {
+        s.dra_mut().replace_classes(all);
+    }
+}
+
+/// One DRA kind's list-and-watch: each change an event of
+/// [`EventResource::Kind`] named after the kind, with the object's key
+/// (`namespace/name` for claims, the name otherwise).
+async fn watch_dra<K>(client: &Client, cache: &Arc<Cache>)
+where
+    K: DraKind + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    K::DynamicType: Default,
+{
+    let sink: Sink<K, Arc<K>> = Sink {
+        kind: K::KIND,
+        convert: |k: &K| Arc::new(k.clone()),
+        // As for the keyed kinds: the extender's filters do not read these.
+        apply: |s, o, events| {
+            let key = object_key(o.meta());
+            let action = if events && is_known::<K>(s, &key) {
+                ActionType::UPDATE_OTHER
+            } else {
+                ActionType::ADD
+            };
+            K::apply(s, o);
+            Applied {
+                object: events.then_some((key, action)),
+                ..Applied::default()
+            }
+        },
+        delete: |s, k: &K, events| {
+            let key = object_key(k.meta());
+            K::delete(s, &key);
+            Applied {
+                object: events.then_some((key, ActionType::DELETE)),
+                ..Applied::default()
+            }
+        },
+        replace: K::replace,
+        synced: |_| {},
+    };
+    feed(
+        Api::all(client.clone()),
+        None,
+        cache.clone(),
+        sink,
+        Duration::ZERO,
+    )
+    .await;
+}
+
+/// Whether the object `key` of DRA kind `K` is in the cache already.
+fn is_known<K: DraKind>(s: &ClusterState, key: &str) -> bool {
+    let dra = s.dra();
+    match K::KIND {
+        kinds::RESOURCE_CLAIM => key
+            .split_once('/')
+            .is_some_and(|(ns, name)| dra.claim(ns, name).is_some()),
+        kinds::DEVICE_CLASS => dra.class(key).is_some(),
+        _ => dra.has_slice(key),
+    }
+}
+
 /// Applies one kind's list-and-watch steps to the cache forever. A relist
 /// replaces the kind's records in one step.
 async fn feed<K, R>(

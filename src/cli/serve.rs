@@ -88,6 +88,13 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                     client.clone(),
                     cache.clone(),
                 ));
+                // Explaining runs kube-scheduler's default profile, which has
+                // DynamicResources. A policy reload that adds it needs a
+                // restart to start these watches (until then it skips pods).
+                if compiled.needs_dra() || explain_pods(&args) {
+                    cache.write().dra_mut().set_watched();
+                    tokio::spawn(watch::watch_dra_objects(client.clone(), cache.clone()));
+                }
             }
             cache
         }

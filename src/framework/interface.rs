@@ -104,10 +104,13 @@ pub trait QueueSortPlugin: Plugin {
 }
 
 /// Decides whether a pod may enter the active queue at all (standalone
-/// mode). Anything but `Success` keeps it out until the pod changes.
+/// mode). Anything but `Success` keeps it out until the pod changes, or
+/// until a cluster event the plugin registered (with its hint) makes the
+/// queue ask again.
 pub trait PreEnqueuePlugin: Plugin {
-    /// Checks `pod` before it is queued.
-    fn pre_enqueue(&self, pod: &PodInfo) -> Status;
+    /// Checks `pod` before it is queued; `cluster` is the shared cache's
+    /// state (read it briefly: the queue waits).
+    fn pre_enqueue(&self, pod: &PodInfo, cluster: &ClusterState) -> Status;
 }
 
 /// Implements [`Plugin`] for a plugin type: its name and the extension

@@ -7,9 +7,6 @@
 //! implements and [`crate::plugin!`] naming its extension points; then add
 //! one line to the `registry!` list below.
 
-// Not in the registry yet: the DynamicResources plugin that uses the
-// allocator is added to the `registry!` list below, which declares the module.
-pub mod dynamic_resources;
 pub mod fields;
 pub mod helper;
 mod label_selector;
@@ -38,6 +35,13 @@ pub trait CacheNeeds {
     /// Pod counts per zone the plugin reads (the zone index's dimensions).
     fn count_dimensions(&self) -> Vec<CountDimension> {
         Vec::new()
+    }
+
+    /// Whether the plugin reads Dynamic Resource Allocation's objects
+    /// (ResourceClaims, ResourceSlices, DeviceClasses): only then are they
+    /// watched.
+    fn dra(&self) -> bool {
+        false
     }
 }
 
@@ -144,6 +148,8 @@ registry! {
     pod_topology_spread: PodTopologySpread(PodTopologySpreadArgs);
     /// InterPodAffinity.
     inter_pod_affinity: InterPodAffinity(InterPodAffinityArgs);
+    /// DynamicResources (ResourceClaims: PreEnqueue to PreBind).
+    dynamic_resources: DynamicResources(DynamicResourcesArgs);
     /// DefaultPreemption (PostFilter, standalone mode).
     default_preemption: DefaultPreemption(DefaultPreemptionArgs);
     /// DefaultBinder (Bind, standalone mode; added to a profile that lists no Bind plugin).
@@ -168,7 +174,7 @@ mod tests {
 
     #[test]
     fn every_listed_plugin_defaults_builds_and_names_itself() {
-        assert_eq!(PLUGIN_NAMES.len(), 22);
+        assert_eq!(PLUGIN_NAMES.len(), 23);
         for &name in PLUGIN_NAMES {
             let args = PluginArgs::default_for(name).unwrap();
             assert_eq!(args.plugin_name(), name);

@@ -10,6 +10,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::cache::ClusterState;
 use crate::framework::queueing::{ActionType, EventResource};
 use crate::framework::{EnqueueExtensions, EventHint, PreEnqueuePlugin, Status};
 use crate::objects::PodInfo;
@@ -49,7 +50,7 @@ impl EnqueueExtensions for SchedulingGates {
 impl PreEnqueuePlugin for SchedulingGates {
     /// Go's `fmt.Sprintf("waiting for scheduling gates: %v", gates)` prints
     /// the names space-separated in brackets, in spec order.
-    fn pre_enqueue(&self, pod: &PodInfo) -> Status {
+    fn pre_enqueue(&self, pod: &PodInfo, _: &ClusterState) -> Status {
         let gates = &pod.spec.scheduling_gates;
         if gates.is_empty() {
             return Status::success();
@@ -70,7 +71,7 @@ mod tests {
 
     fn pre_enqueue(spec: serde_json::Value) -> Status {
         let pod: PodInfo = serde_json::from_value(json!({ "spec": spec })).unwrap();
-        SchedulingGates.pre_enqueue(&pod)
+        SchedulingGates.pre_enqueue(&pod, &ClusterState::default())
     }
 
     #[test]

@@ -182,6 +182,15 @@ impl CompiledPolicy {
         self.union_of(|needs| needs.node_label_keys())
     }
 
+    /// Whether an enabled plugin reads Dynamic Resource Allocation's objects.
+    pub fn needs_dra(&self) -> bool {
+        self.policy
+            .profiles
+            .iter()
+            .flat_map(|p| &p.plugins)
+            .any(|p| p.args.cache_needs().dra())
+    }
+
     /// What every enabled plugin's configuration asks for, each item once,
     /// in policy order.
     fn union_of<T: PartialEq>(&self, asks: impl Fn(&dyn CacheNeeds) -> Vec<T>) -> Vec<T> {

@@ -11,6 +11,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use crate::cache::Objects;
+use crate::cache::dra::DraState;
 use crate::cache::generations::Generations;
 use crate::cache::node_inputs::LabelSlots;
 use crate::cache::zone_index::{CountDimension, ZoneIndex};
@@ -61,6 +62,8 @@ pub struct ClusterState {
     replication_controllers: Objects<ReplicationControllerSelector>,
     replica_sets: Objects<ReplicaSetSelector>,
     stateful_sets: Objects<StatefulSetSelector>,
+    /// Dynamic Resource Allocation's claims, classes and slices.
+    dra: DraState,
     generations: Generations,
     /// Images the nodes hold, for ImageLocality.
     images: ImageIndex,
@@ -206,6 +209,18 @@ impl ClusterState {
             .clone_from(&other.replication_controllers);
         self.replica_sets.clone_from(&other.replica_sets);
         self.stateful_sets.clone_from(&other.stateful_sets);
+        self.dra.clone_from(&other.dra);
+    }
+
+    /// Dynamic Resource Allocation's objects.
+    pub fn dra(&self) -> &DraState {
+        &self.dra
+    }
+
+    /// Dynamic Resource Allocation's objects, to change (watches, tests).
+    pub fn dra_mut(&mut self) -> &mut DraState {
+        self.generations.touch_objects();
+        &mut self.dra
     }
 
     /// The zone index (read side).

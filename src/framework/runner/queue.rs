@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use super::{ExtensionPoint, Framework};
+use crate::cache::ClusterState;
 use crate::framework::Status;
 use crate::framework::interface::{Plugin, QueueSortPlugin, QueuedPodInfo};
 use crate::objects::PodInfo;
@@ -64,12 +65,14 @@ impl Framework {
 
     /// Runs the PreEnqueue plugins in order: the first status other than
     /// `Success` keeps the pod out of the active queue until it changes.
-    pub fn pre_enqueue(&self, pod: &PodInfo) -> Status {
+    pub fn pre_enqueue(&self, pod: &PodInfo, cluster: &ClusterState) -> Status {
         for wp in &self.plugins {
             let Some(p) = wp.plugin.as_pre_enqueue() else {
                 continue;
             };
-            let status = self.timed(p.name(), ExtensionPoint::PreEnqueue, || p.pre_enqueue(pod));
+            let status = self.timed(p.name(), ExtensionPoint::PreEnqueue, || {
+                p.pre_enqueue(pod, cluster)
+            });
             if !status.is_success() {
                 return status.with_plugin(p.name());
             }

@@ -315,7 +315,7 @@ impl Plugin for Gate {
     }
 }
 impl PreEnqueuePlugin for Gate {
-    fn pre_enqueue(&self, pod: &PodInfo) -> Status {
+    fn pre_enqueue(&self, pod: &PodInfo, _: &ClusterState) -> Status {
         if pod.labels.contains_key(self.0) {
             Status::unresolvable(format!("held by {}", self.0))
         } else {
@@ -350,10 +350,11 @@ fn pre_enqueue_stops_at_the_first_gate_names_it_and_is_timed() {
     ])
     .with_observer(recorder.clone());
     let mut pod = PodInfo::default();
-    assert!(f.pre_enqueue(&pod).is_success());
+    let cluster = ClusterState::default();
+    assert!(f.pre_enqueue(&pod, &cluster).is_success());
     pod.labels.insert("g1".into(), String::new());
     pod.labels.insert("g2".into(), String::new());
-    let s = f.pre_enqueue(&pod);
+    let s = f.pre_enqueue(&pod, &cluster);
     assert_eq!((s.plugin(), s.message().as_str()), ("g1", "held by g1"));
     assert_eq!(
         *recorder.0.lock(),

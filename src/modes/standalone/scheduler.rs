@@ -91,11 +91,12 @@ impl Standalone {
     ) -> Self {
         let sort = state.policy.load().queue_sort();
         let policy = state.policy.clone();
+        let cache = state.cache.clone();
         let pre_enqueue: PreEnqueue = Arc::new(move |pod: &PodInfo| {
             policy
                 .load()
                 .profile(&pod.scheduler_name)
-                .map_or_else(Status::success, |f| f.pre_enqueue(pod))
+                .map_or_else(Status::success, |f| f.pre_enqueue(pod, &cache.read()))
         });
         Standalone {
             queue: Arc::new(SchedulingQueue::new(sort, pre_enqueue, timings)),

@@ -9,8 +9,8 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use super::requests::{ContainerResources, PodResources};
 use super::volumes::{InlineDisk, Sources};
 use super::{
-    ContainerView, ControllerRef, PREEMPT_NEVER, PodInfo, PodSpecInfo, PreemptionInfo, Requests,
-    VolumeClaim, host_port, requests_and_ports, resize_infeasible,
+    ContainerView, ControllerRef, PREEMPT_NEVER, PodInfo, PodResourceClaim, PodSpecInfo,
+    PreemptionInfo, Requests, VolumeClaim, host_port, requests_and_ports, resize_infeasible,
 };
 use crate::objects::features::{FeatureSet, PodFeatureInputs, RESTART_ALL_CONTAINERS_ACTION};
 use crate::objects::images::normalized_image_name;
@@ -191,6 +191,23 @@ fn spec_from_api(
             })
             .collect(),
         required_features: features_from_api(spec),
+        resource_claims: spec
+            .resource_claims
+            .iter()
+            .flatten()
+            .map(|c| {
+                PodResourceClaim::resolve(
+                    &c.name,
+                    c.resource_claim_name.as_deref(),
+                    c.resource_claim_template_name.as_deref(),
+                    status
+                        .and_then(|s| s.resource_claim_statuses.as_ref())
+                        .into_iter()
+                        .flatten()
+                        .map(|s| (s.name.as_str(), s.resource_claim_name.as_deref())),
+                )
+            })
+            .collect(),
         images: spec
             .init_containers
             .iter()

@@ -161,6 +161,61 @@ pub struct PodSpecInfo {
     pub required_features: FeatureSet,
     /// Disks named in-line in the pod's volumes, in volume order.
     pub inline_disks: Vec<InlineDisk>,
+    /// `spec.resourceClaims` (Dynamic Resource Allocation), in spec order,
+    /// each with its claim's name as far as the pod knows it.
+    pub resource_claims: Vec<PodResourceClaim>,
+}
+
+/// One of a pod's `spec.resourceClaims` with its ResourceClaim's name
+/// resolved as kube-scheduler's `resourceclaim.Name` resolves it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodResourceClaim {
+    /// The entry's `name` in the pod.
+    pub name: String,
+    /// Which ResourceClaim it stands for.
+    pub claim: ClaimRef,
+}
+
+/// The ResourceClaim behind a pod's claim entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClaimRef {
+    /// `resourceClaimName`: an existing claim, shared or not.
+    Named(String),
+    /// `resourceClaimTemplateName` whose claim the resourceclaim controller
+    /// created and named in `status.resourceClaimStatuses`; the claim must
+    /// be owned by the pod.
+    Generated(String),
+    /// A template whose status entry says no claim was needed.
+    NotNeeded,
+    /// A template whose claim is not created yet (no status entry).
+    Pending,
+    /// Neither field is set.
+    Unsupported,
+}
+
+impl PodResourceClaim {
+    /// Resolves `name`'s claim from the entry's fields and the pod's
+    /// `status.resourceClaimStatuses` (`(name, resourceClaimName)` pairs).
+    pub fn resolve<'a>(
+        name: &str,
+        claim_name: Option<&str>,
+        template_name: Option<&str>,
+        mut statuses: impl Iterator<Item = (&'a str, Option<&'a str>)>,
+    ) -> Self {
+        let claim = match (claim_name, template_name) {
+            (Some(c), _) => ClaimRef::Named(c.to_owned()),
+            (None, Some(_)) => match statuses.find(|(n, _)| *n == name) {
+                Some((_, Some(c))) => ClaimRef::Generated(c.to_owned()),
+                Some((_, None)) => ClaimRef::NotNeeded,
+                None => ClaimRef::Pending,
+            },
+            (None, None) => ClaimRef::Unsupported,
+        };
+        PodResourceClaim {
+            name: name.to_owned(),
+            claim,
+        }
+    }
 }
 
 /// A PersistentVolumeClaim one of the pod's volumes needs.

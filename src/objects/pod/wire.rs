@@ -14,8 +14,8 @@ use serde::Deserialize;
 use super::requests::{ContainerResources, PodResources};
 use super::volumes::{InlineDisk, Sources};
 use super::{
-    ContainerView, ControllerRef, PREEMPT_NEVER, PodInfo, PodSpecInfo, PreemptionInfo, VolumeClaim,
-    host_port, requests_and_ports, resize_infeasible,
+    ContainerView, ControllerRef, PREEMPT_NEVER, PodInfo, PodResourceClaim, PodSpecInfo,
+    PreemptionInfo, VolumeClaim, host_port, requests_and_ports, resize_infeasible,
 };
 use crate::objects::features::{PodFeatureInputs, RESTART_ALL_CONTAINERS_ACTION};
 use crate::objects::images::normalized_image_name;
@@ -120,6 +120,26 @@ struct WireSpec {
     topology_spread_constraints: Option<Vec<TopologySpreadConstraint>>,
     scheduling_gates: Option<Vec<WireName>>,
     volumes: Option<Vec<WireVolume>>,
+    resource_claims: Option<Vec<WirePodClaim>>,
+}
+
+/// One of `spec.resourceClaims`.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WirePodClaim {
+    #[serde(default)]
+    name: String,
+    resource_claim_name: Option<String>,
+    resource_claim_template_name: Option<String>,
+}
+
+/// One of `status.resourceClaimStatuses`.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireClaimStatus {
+    #[serde(default)]
+    name: String,
+    resource_claim_name: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -347,6 +367,23 @@ impl WireSpec {
                 .collect(),
             images,
             required_features,
+            resource_claims: self
+                .resource_claims
+                .iter()
+                .flatten()
+                .map(|c| {
+                    PodResourceClaim::resolve(
+                        &c.name,
+                        c.resource_claim_name.as_deref(),
+                        c.resource_claim_template_name.as_deref(),
+                        status
+                            .resource_claim_statuses
+                            .iter()
+                            .flatten()
+                            .map(|s| (s.name.as_str(), s.resource_claim_name.as_deref())),
+                    )
+                })
+                .collect(),
         }
     }
 }
@@ -362,6 +399,7 @@ struct WireStatus {
     container_statuses: Option<Vec<WireContainerStatus>>,
     init_container_statuses: Option<Vec<WireContainerStatus>>,
     conditions: Option<Vec<WireCondition>>,
+    resource_claim_statuses: Option<Vec<WireClaimStatus>>,
 }
 
 /// The resize resources of one container's status.

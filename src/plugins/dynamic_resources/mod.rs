@@ -1,4 +1,254 @@
-//! Dynamic Resource Allocation: ResourceClaims whose devices the scheduler
-//! allocates from ResourceSlices (kube-scheduler's DynamicResources plugin).
+//! DynamicResources: a pod's ResourceClaims (`resource.k8s.io/v1`) must
+//! exist, and their devices must be allocatable on the node; the scheduler
+//! allocates them. kube-scheduler v1.37's
+//! `pkg/scheduler/framework/plugins/dynamicresources`, with its messages:
+//!
+//! - PreEnqueue: every claim exists (a template's claim is named in the
+//!   pod's `status.resourceClaimStatuses` once the resourceclaim controller
+//!   created it), is not being deleted, and a template's claim is the pod's.
+//! - PreFilter ([`filter`]): the same checks; an allocated claim only fits
+//!   where its allocation's node selector matches; the unallocated ones get
+//!   an [`allocator::Allocator`] with the devices in use (claims'
+//!   allocations and this scheduler's own in flight). A pod without claims
+//!   is skipped.
+//! - Filter: allocated claims' node selectors ("resourceclaim not available
+//!   on the node"), then the allocator on the node's slices, looked up by
+//!   node in the cache's index ("cannot allocate all claims").
+//! - Score: claims with `firstAvailable` requests score the alternatives
+//!   they got (earlier is better), normalized as kube-scheduler does.
+//! - Reserve / Unreserve / PreBind ([`bind`]): the chosen devices are in
+//!   flight from Reserve until the watch shows PreBind's write, so no other
+//!   pod gets them; PreBind writes `status.allocation` and adds the pod to
+//!   `status.reservedFor` (a shared claim already allocated: only the latter).
+//!
+//! Not done: PostFilter (deallocating a claim that blocks the pod) needs an
+//! API write placer's PostFilter point does not offer; DeviceTaintRules
+//! (GA in v1.37) are not watched; extended resources backed by DRA are not
+//! mapped for NodeResourcesFit.
 
 pub mod allocator;
+mod bind;
+mod filter;
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::resource::v1::ResourceClaim;
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+
+use crate::cache::ClusterState;
+use crate::cache::events::kinds;
+use crate::framework::queueing::{ActionType, Change, EventResource, QueueingHint};
+use crate::framework::{EnqueueExtensions, EventHint, PreEnqueuePlugin, Status};
+use crate::objects::PodInfo;
+use crate::objects::pod::ClaimRef;
+use allocator::DeviceId;
+
+/// Plugin name in the policy.
+pub const NAME: &str = "DynamicResources";
+
+/// Filter reason: an allocated claim's node selector does not match.
+pub const ERR_NOT_AVAILABLE: &str = "resourceclaim not available on the node";
+/// Filter reason: the allocator found no devices on the node.
+pub const ERR_CANNOT_ALLOCATE: &str = "cannot allocate all claims";
+
+/// DynamicResources' args. kube-scheduler's `filterTimeout` and
+/// `bindingTimeout` are accepted for compatibility; placer's allocator has
+/// no timeout.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DynamicResourcesArgs {
+    /// kube-scheduler's Filter timeout (ignored).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filter_timeout: Option<String>,
+    /// kube-scheduler's binding-conditions timeout (ignored).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub binding_timeout: Option<String>,
+}
+
+impl crate::plugins::CacheNeeds for DynamicResourcesArgs {
+    fn dra(&self) -> bool {
+        true
+    }
+}
+
+/// One claim this scheduler allocated (Reserve) that the cache does not
+/// show allocated yet (kube-scheduler's in-flight allocations and assume
+/// cache together).
+#[derive(Debug, Clone)]
+struct InFlight {
+    /// The claim's uid, so a claim deleted and created again is not confused.
+    uid: String,
+    /// The devices taken.
+    devices: Vec<DeviceId>,
+    /// What PreBind wrote, once it did; until the watch shows the write,
+    /// later pods read the claim as this.
+    written: Option<Arc<ResourceClaim>>,
+}
+
+/// Allocations in flight, by claim key `namespace/name`.
+type InFlightTable = Arc<Mutex<HashMap<String, InFlight>>>;
+
+/// The plugin.
+#[derive(Default)]
+pub struct DynamicResources {
+    in_flight: InFlightTable,
+}
+
+impl DynamicResources {
+    /// Builds the plugin.
+    pub fn new(_: &DynamicResourcesArgs) -> Self {
+        DynamicResources::default()
+    }
+}
+
+crate::plugin!(
+    DynamicResources,
+    NAME,
+    [
+        pre_enqueue,
+        pre_filter,
+        filter,
+        score,
+        reserve,
+        pre_bind,
+        enqueue_extensions
+    ]
+);
+
+/// The pod's claims as kube-scheduler's `foreachPodResourceClaim` finds
+/// them: each existing claim in spec order (a template's claim that was not
+/// needed is left out), or the reason the pod cannot be scheduled yet.
+fn pod_claims(pod: &PodInfo, cluster: &ClusterState) -> Result<Vec<Arc<ResourceClaim>>, String> {
+    let dra = cluster.dra();
+    let mut claims = Vec::with_capacity(pod.spec.resource_claims.len());
+    for entry in &pod.spec.resource_claims {
+        let (name, generated) = match &entry.claim {
+            ClaimRef::Named(n) => (n, false),
+            ClaimRef::Generated(n) => (n, true),
+            ClaimRef::NotNeeded => continue,
+            ClaimRef::Pending => {
+                return Err(format!(
+                    "pod \"{}/{}\": ResourceClaim not created yet",
+                    pod.namespace, pod.name
+                ));
+            }
+            ClaimRef::Unsupported => {
+                return Err(format!(
+                    "pod \"{}/{}\", spec.resourceClaim {:?}: none of the supported fields are set",
+                    pod.namespace, pod.name, entry.name
+                ));
+            }
+        };
+        let Some(claim) = dra.claim(&pod.namespace, name) else {
+            return Err(format!(
+                "could not find ResourceClaim \"{}/{}\"",
+                pod.namespace, name
+            ));
+        };
+        if claim.metadata.deletion_timestamp.is_some() {
+            return Err(format!("resourceclaim {name:?} is being deleted"));
+        }
+        if generated && !owned_by(claim, pod) {
+            return Err(format!(
+                "ResourceClaim {}/{} was not created for Pod {}/{} (Pod is not owner)",
+                pod.namespace, name, pod.namespace, pod.name
+            ));
+        }
+        claims.push(claim.clone());
+    }
+    Ok(claims)
+}
+
+/// `metav1.IsControlledBy(claim, pod)`.
+fn owned_by(claim: &ResourceClaim, pod: &PodInfo) -> bool {
+    claim
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.controller == Some(true) && o.uid == pod.uid)
+}
+
+/// `namespace/name` of a claim, as `klog.KObj` prints it.
+fn kobj(claim: &ResourceClaim) -> String {
+    format!(
+        "{}/{}",
+        claim.metadata.namespace.as_deref().unwrap_or(""),
+        claim.metadata.name.as_deref().unwrap_or("")
+    )
+}
+
+/// Whether the DRA objects are watched at all: not in extender mode (nor
+/// from a snapshot file), where kube-scheduler allocates claims itself and
+/// placer answers for such pods as for any other.
+fn watched(cluster: &ClusterState) -> bool {
+    cluster.dra().is_watched()
+}
+
+impl PreEnqueuePlugin for DynamicResources {
+    fn pre_enqueue(&self, pod: &PodInfo, cluster: &ClusterState) -> Status {
+        if pod.spec.resource_claims.is_empty() || !watched(cluster) {
+            return Status::success();
+        }
+        match pod_claims(pod, cluster) {
+            Ok(_) => Status::success(),
+            Err(e) => Status::unresolvable(e),
+        }
+    }
+}
+
+/// Whether the claim event `change` is about one of `pod`'s claims.
+fn claim_of_pod(pod: &PodInfo, change: &Change) -> bool {
+    let Some((namespace, name)) = change.object_key().and_then(|k| k.split_once('/')) else {
+        return true;
+    };
+    namespace == pod.namespace
+        && pod.spec.resource_claims.iter().any(|c| match &c.claim {
+            ClaimRef::Named(n) | ClaimRef::Generated(n) => n == name,
+            _ => false,
+        })
+}
+
+impl EnqueueExtensions for DynamicResources {
+    /// kube-scheduler's registrations. Its claim hint reads the old and new
+    /// claim; placer's events carry the key only, so: a new claim matters to
+    /// the pods that use it; any update or delete may free devices.
+    fn events_to_register(&self) -> Vec<EventHint> {
+        vec![
+            EventHint::always(
+                EventResource::Node,
+                ActionType::ADD | ActionType::UPDATE_NODE_LABEL | ActionType::UPDATE_NODE_ALLOCATABLE,
+            ),
+            EventHint::when(
+                EventResource::Kind(kinds::RESOURCE_CLAIM),
+                ActionType::ADD,
+                |pod, change| {
+                    if claim_of_pod(pod, change) {
+                        QueueingHint::Queue
+                    } else {
+                        QueueingHint::Skip
+                    }
+                },
+            ),
+            EventHint::always(
+                EventResource::Kind(kinds::RESOURCE_CLAIM),
+                ActionType::UPDATE | ActionType::DELETE,
+            ),
+            // The resourceclaim controller names the created claim in the
+            // pod's status.
+            EventHint::always(EventResource::TargetPod, ActionType::UPDATE_OTHER),
+            EventHint::always(
+                EventResource::Kind(kinds::DEVICE_CLASS),
+                ActionType::ADD | ActionType::UPDATE,
+            ),
+            EventHint::always(
+                EventResource::Kind(kinds::RESOURCE_SLICE),
+                ActionType::ADD | ActionType::UPDATE,
+            ),
+        ]
+    }
+}

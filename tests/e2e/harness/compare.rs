@@ -60,8 +60,9 @@ pub fn safety_filter_plugins() -> Vec<ProfilePlugin> {
 }
 
 /// kube-scheduler v1.37's default plugins that placer does not implement: a default profile
-/// with these disabled by name runs what [`comparable_plugins`] runs.
-pub const PLACER_LACKS: [&str; 1] = ["DynamicResources"];
+/// with these disabled by name runs what [`comparable_plugins`] runs. None since
+/// DynamicResources: the default profile runs with nothing disabled.
+pub const PLACER_LACKS: [&str; 0] = [];
 
 /// Every kube-scheduler default plugin placer implements, in kube-scheduler's default order and
 /// with its default weights: [`safety_filter_plugins`] with the volume filters
@@ -79,6 +80,7 @@ pub fn comparable_plugins() -> Vec<ProfilePlugin> {
         plugin("VolumeZone", None),
         plugin("PodTopologySpread", Some(2)),
         plugin("InterPodAffinity", Some(2)),
+        plugin("DynamicResources", Some(2)),
     ]);
     plugins.extend(preemption);
     plugins.extend([

@@ -29,6 +29,7 @@ use crate::harness::{
 
 mod added_affinity;
 mod bind_failure;
+mod dra;
 mod hints;
 mod leader;
 mod plugins;

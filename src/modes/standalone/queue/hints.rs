@@ -84,6 +84,31 @@ impl SchedulingQueue {
                 inner.history.record(event.clone());
             }
             self.move_picked(&mut inner, |e| worth(&e.info.pod, &e.rejectors, &event));
+            self.reopen_gates(&mut inner, |e| worth(&e.info.pod, &e.rejectors, &event));
+        }
+    }
+
+    /// Asks PreEnqueue again for the gated pods `pick` chooses (those whose
+    /// gating plugin registered the event, e.g. DynamicResources for the
+    /// pod's claim being created) and queues the ones it now admits, as
+    /// kube-scheduler moves gated pods on their PreEnqueue plugins' events.
+    fn reopen_gates(&self, inner: &mut super::Inner, pick: impl Fn(&super::Entry) -> bool) {
+        let keys: Vec<String> = inner
+            .entries
+            .iter()
+            .filter(|(_, e)| e.place == super::Place::Gated && !e.rejectors.is_empty() && pick(e))
+            .map(|(k, _)| k.clone())
+            .collect();
+        let now = tokio::time::Instant::now();
+        for key in keys {
+            let Some(e) = inner.entries.get(&key) else {
+                continue;
+            };
+            if (self.pre_enqueue)(&e.info.pod).is_success()
+                && let Some(e) = inner.entries.remove(&key)
+            {
+                self.place(inner, key, e.info, super::Place::Active, now);
+            }
         }
     }
 }

@@ -241,7 +241,8 @@ impl SchedulingQueue {
             self.nominator.nominate(&pod, node);
         }
         let pod = Arc::new(pod);
-        let admitted = (self.pre_enqueue)(&pod).is_success();
+        let verdict = (self.pre_enqueue)(&pod);
+        let admitted = verdict.is_success();
         let mut inner = self.inner.lock();
         if let Some(flying) = inner.in_flight.get_mut(&key) {
             flying.latest = Some(pod);
@@ -276,10 +277,11 @@ impl SchedulingQueue {
                 attempts: 0,
             },
         };
-        let place = if admitted {
-            Place::Active
+        let (place, gate): (_, Arc<[&'static str]>) = if admitted {
+            (Place::Active, Arc::new([]))
         } else {
-            Place::Gated
+            // The gate's plugin: its events (and hints) may open it.
+            (Place::Gated, Arc::new([verdict.plugin()]))
         };
         if was_active && admitted {
             // Already queued: only refresh the pod object.
@@ -288,7 +290,7 @@ impl SchedulingQueue {
             }
             return;
         }
-        self.place(&mut inner, key, info, place, now);
+        self.place_as(&mut inner, key, info, place, now, (gate, false));
     }
 
     /// Removes a pod (deleted, or bound by someone else); if it is in flight,

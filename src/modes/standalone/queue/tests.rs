@@ -397,3 +397,40 @@ async fn an_update_of_a_waiting_pod_retries_it_only_when_its_rejectors_hints_say
     q.requeue(a, Retry::AfterEvent(vec!["Fit"]), &own_labels_help);
     assert_eq!(q.lengths().unschedulable, 1);
 }
+
+/// A pod DynamicResources' PreEnqueue gates (its claim does not exist yet) is
+/// asked again when an event its gating plugin's hints accept arrives, and
+/// queued once admitted; other events leave it gated (kube-scheduler moves
+/// gated pods on their PreEnqueue plugins' events).
+#[tokio::test(start_paused = true)]
+async fn a_gated_pod_is_asked_again_on_its_gates_events() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let claim_exists = Arc::new(AtomicBool::new(false));
+    let exists = claim_exists.clone();
+    let gate: PreEnqueue = Arc::new(move |_: &PodInfo| {
+        if exists.load(Ordering::SeqCst) {
+            Status::success()
+        } else {
+            Status::unresolvable("ResourceClaim not created yet").with_plugin("Claims")
+        }
+    });
+    let q = SchedulingQueue::new(
+        QueueSort::from_sort(Arc::new(ByPriority)),
+        gate,
+        QueueTimings::default(),
+    );
+    q.add_or_update(pod("p", 0), &always);
+    assert_eq!(q.lengths().gated, 1);
+    let claim_added = |_: &PodInfo, rejectors: &[&'static str], e: &Observed| {
+        rejectors == ["Claims"] && e.event.resource == EventResource::Kind("resourceclaim")
+    };
+    claim_exists.store(true, Ordering::SeqCst);
+    q.on_events(vec![node_added()], &claim_added);
+    assert_eq!(q.lengths().gated, 1, "not an event of the gate's plugin");
+    let event = Observed {
+        event: ClusterEvent::new(EventResource::Kind("resourceclaim"), ActionType::ADD),
+        change: Change::Object { key: "ns/c".into() },
+    };
+    q.on_events(vec![event], &claim_added);
+    assert_eq!(names(&q), ["p"]);
+}

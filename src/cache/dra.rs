@@ -1,0 +1,347 @@
+//! What Dynamic Resource Allocation reads (kube-scheduler's `DRAManager`):
+//! ResourceClaims by `namespace/name`, DeviceClasses by name, ResourceSlices
+//! indexed by the node they publish for, and the devices claims'
+//! `status.allocation` hold.
+//!
+//! Kept only when a profile runs DynamicResources (its watches feed it).
+//! The API objects are kept whole (the allocator reads them as they are),
+//! shared by `Arc`; each part sits behind its own `Arc` so that a replica's
+//! copy after a change costs pointers, and a claim update re-copies the
+//! claims, not the slices.
+//!
+//! The scheduler's own allocations that are not in the cache yet (after
+//! Reserve, until the watch shows PreBind's write) are the plugin's: it
+//! adds them to [`DraState::allocated`] per attempt.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
+
+use crate::objects::object_key;
+
+/// A device's identity: `(driver, pool, device)`.
+pub type DeviceKey = (String, String, String);
+
+/// The DRA objects placer keeps.
+#[derive(Debug, Default, Clone)]
+pub struct DraState {
+    claims: Arc<HashMap<String, Arc<ResourceClaim>>>,
+    classes: Arc<HashMap<String, Arc<DeviceClass>>>,
+    slices: Arc<SliceIndex>,
+    /// Devices allocated by claims' `status.allocation` (admin access
+    /// excluded: it does not take the device), with how many claims hold each.
+    allocated: Arc<HashMap<DeviceKey, u32>>,
+    /// Bumped whenever `allocated` changes, so a plugin may keep what it
+    /// derives from it until then.
+    allocated_generation: u64,
+    /// Set when the watches start: without them (extender mode, a
+    /// snapshot) DynamicResources leaves claims to kube-scheduler.
+    watched: bool,
+}
+
+/// ResourceSlices by name and by the nodes they apply to.
+#[derive(Debug, Default, Clone)]
+struct SliceIndex {
+    by_name: HashMap<String, Arc<ResourceSlice>>,
+    /// Slices with `spec.nodeName`, per node.
+    by_node: HashMap<String, Vec<Arc<ResourceSlice>>>,
+    /// Slices for `allNodes`, a `nodeSelector` or per-device node selection:
+    /// every node must look at them.
+    shared: Vec<Arc<ResourceSlice>>,
+    /// Every slice (the allocator reads it for pools split across nodes).
+    all: Vec<Arc<ResourceSlice>>,
+}
+
+impl SliceIndex {
+    fn from_names(by_name: HashMap<String, Arc<ResourceSlice>>) -> Self {
+        let mut index = SliceIndex {
+            by_name,
+            ..SliceIndex::default()
+        };
+        // Sorted by name, so every node sees its slices in one order.
+        let mut names: Vec<&String> = index.by_name.keys().collect();
+        names.sort();
+        for name in names {
+            let slice = index.by_name[name].clone();
+            match slice.spec.node_name.as_deref().filter(|n| !n.is_empty()) {
+                Some(node) => index
+                    .by_node
+                    .entry(node.to_owned())
+                    .or_default()
+                    .push(slice.clone()),
+                None => index.shared.push(slice.clone()),
+            }
+            index.all.push(slice);
+        }
+        index
+    }
+}
+
+/// The devices `claim`'s allocation takes.
+fn devices_of(claim: &ResourceClaim) -> impl Iterator<Item = DeviceKey> + '_ {
+    claim
+        .status
+        .as_ref()
+        .and_then(|s| s.allocation.as_ref())
+        .and_then(|a| a.devices.as_ref())
+        .into_iter()
+        .flat_map(|d| d.results.iter().flatten())
+        .filter(|r| r.admin_access != Some(true))
+        .map(|r| (r.driver.clone(), r.pool.clone(), r.device.clone()))
+}
+
+impl DraState {
+    /// Marks the DRA kinds as watched.
+    pub fn set_watched(&mut self) {
+        self.watched = true;
+    }
+
+    /// Whether the DRA kinds are watched.
+    pub fn is_watched(&self) -> bool {
+        self.watched
+    }
+
+    /// The claim `namespace/name`.
+    pub fn claim(&self, namespace: &str, name: &str) -> Option<&Arc<ResourceClaim>> {
+        self.claims.get(&format!("{namespace}/{name}"))
+    }
+
+    /// Number of claims.
+    pub fn claim_count(&self) -> usize {
+        self.claims.len()
+    }
+
+    /// The DeviceClass `name`.
+    pub fn class(&self, name: &str) -> Option<Arc<DeviceClass>> {
+        self.classes.get(name).cloned()
+    }
+
+    /// The slices published for `node` by name, and the ones every node
+    /// must consider (node selectors, `allNodes`): an index lookup, not a
+    /// scan.
+    pub fn slices_for(&self, node: &str) -> (&[Arc<ResourceSlice>], &[Arc<ResourceSlice>]) {
+        (
+            self.slices.by_node.get(node).map_or(&[][..], Vec::as_slice),
+            &self.slices.shared,
+        )
+    }
+
+    /// Whether the slice `name` is known.
+    pub fn has_slice(&self, name: &str) -> bool {
+        self.slices.by_name.contains_key(name)
+    }
+
+    /// Every slice, by name.
+    pub fn all_slices(&self) -> &[Arc<ResourceSlice>] {
+        &self.slices.all
+    }
+
+    /// Devices claims' allocations hold.
+    pub fn allocated(&self) -> impl Iterator<Item = &DeviceKey> {
+        self.allocated.keys()
+    }
+
+    /// Changes whenever [`DraState::allocated`] does.
+    pub fn allocated_generation(&self) -> u64 {
+        self.allocated_generation
+    }
+
+    /// Adds or replaces a claim.
+    pub fn apply_claim(&mut self, claim: Arc<ResourceClaim>) {
+        let key = object_key(&claim.metadata);
+        let old = Arc::make_mut(&mut self.claims).insert(key, claim.clone());
+        self.reallocate(old.as_deref(), Some(&claim));
+    }
+
+    /// Forgets the claim `key`.
+    pub fn delete_claim(&mut self, key: &str) {
+        let old = Arc::make_mut(&mut self.claims).remove(key);
+        self.reallocate(old.as_deref(), None);
+    }
+
+    /// Replaces every claim (a relist).
+    pub fn replace_claims(&mut self, claims: Vec<Arc<ResourceClaim>>) {
+        let mut allocated: HashMap<DeviceKey, u32> = HashMap::new();
+        for device in claims.iter().flat_map(|c| devices_of(c)) {
+            *allocated.entry(device).or_default() += 1;
+        }
+        self.claims = Arc::new(
+            claims
+                .into_iter()
+                .map(|c| (object_key(&c.metadata), c))
+                .collect(),
+        );
+        self.allocated = Arc::new(allocated);
+        self.allocated_generation += 1;
+    }
+
+    /// Moves the counts of allocated devices from `old`'s allocation to `new`'s.
+    fn reallocate(&mut self, old: Option<&ResourceClaim>, new: Option<&ResourceClaim>) {
+        let before: Vec<DeviceKey> = old.into_iter().flat_map(devices_of).collect();
+        let after: Vec<DeviceKey> = new.into_iter().flat_map(devices_of).collect();
+        if before == after {
+            return;
+        }
+        let allocated = Arc::make_mut(&mut self.allocated);
+        for device in before {
+            if let Some(n) = allocated.get_mut(&device) {
+                *n -= 1;
+                if *n == 0 {
+                    allocated.remove(&device);
+                }
+            }
+        }
+        for device in after {
+            *allocated.entry(device).or_default() += 1;
+        }
+        self.allocated_generation += 1;
+    }
+
+    /// Adds or replaces a DeviceClass.
+    pub fn apply_class(&mut self, class: Arc<DeviceClass>) {
+        let name = class.metadata.name.clone().unwrap_or_default();
+        Arc::make_mut(&mut self.classes).insert(name, class);
+    }
+
+    /// Forgets the DeviceClass `name`.
+    pub fn delete_class(&mut self, name: &str) {
+        Arc::make_mut(&mut self.classes).remove(name);
+    }
+
+    /// Replaces every DeviceClass.
+    pub fn replace_classes(&mut self, classes: Vec<Arc<DeviceClass>>) {
+        self.classes = Arc::new(
+            classes
+                .into_iter()
+                .map(|c| (c.metadata.name.clone().unwrap_or_default(), c))
+                .collect(),
+        );
+    }
+
+    /// Adds or replaces a ResourceSlice. Rebuilds the per-node index
+    /// (slices change when drivers publish, rarely next to pods).
+    pub fn apply_slice(&mut self, slice: Arc<ResourceSlice>) {
+        let mut by_name = self.slices.by_name.clone();
+        by_name.insert(slice.metadata.name.clone().unwrap_or_default(), slice);
+        self.slices = Arc::new(SliceIndex::from_names(by_name));
+    }
+
+    /// Forgets the ResourceSlice `name`.
+    pub fn delete_slice(&mut self, name: &str) {
+        let mut by_name = self.slices.by_name.clone();
+        if by_name.remove(name).is_some() {
+            self.slices = Arc::new(SliceIndex::from_names(by_name));
+        }
+    }
+
+    /// Replaces every ResourceSlice.
+    pub fn replace_slices(&mut self, slices: Vec<Arc<ResourceSlice>>) {
+        self.slices = Arc::new(SliceIndex::from_names(
+            slices
+                .into_iter()
+                .map(|s| (s.metadata.name.clone().unwrap_or_default(), s))
+                .collect(),
+        ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::resource::v1::{
+        AllocationResult, DeviceAllocationResult, DeviceRequestAllocationResult,
+        ResourceClaimStatus, ResourceSliceSpec,
+    };
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    fn slice(name: &str, node: Option<&str>) -> Arc<ResourceSlice> {
+        Arc::new(ResourceSlice {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                ..ObjectMeta::default()
+            },
+            spec: ResourceSliceSpec {
+                node_name: node.map(Into::into),
+                all_nodes: node.is_none().then_some(true),
+                driver: "gpu.example.com".into(),
+                ..ResourceSliceSpec::default()
+            },
+        })
+    }
+
+    fn claim(name: &str, devices: &[&str]) -> Arc<ResourceClaim> {
+        Arc::new(ResourceClaim {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("ns".into()),
+                ..ObjectMeta::default()
+            },
+            status: (!devices.is_empty()).then(|| ResourceClaimStatus {
+                allocation: Some(AllocationResult {
+                    devices: Some(DeviceAllocationResult {
+                        results: Some(
+                            devices
+                                .iter()
+                                .map(|d| DeviceRequestAllocationResult {
+                                    driver: "gpu.example.com".into(),
+                                    pool: "p".into(),
+                                    device: (*d).into(),
+                                    request: "r".into(),
+                                    ..DeviceRequestAllocationResult::default()
+                                })
+                                .collect(),
+                        ),
+                        ..DeviceAllocationResult::default()
+                    }),
+                    ..AllocationResult::default()
+                }),
+                ..ResourceClaimStatus::default()
+            }),
+            ..ResourceClaim::default()
+        })
+    }
+
+    fn allocated(s: &DraState) -> Vec<String> {
+        let mut v: Vec<String> = s.allocated().map(|(_, _, d)| d.clone()).collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn slices_are_found_by_node_and_shared_ones_by_every_node() {
+        let mut s = DraState::default();
+        s.replace_slices(vec![slice("a", Some("n1")), slice("all", None)]);
+        s.apply_slice(slice("b", Some("n1")));
+        s.apply_slice(slice("c", Some("n2")));
+        let (own, shared) = s.slices_for("n1");
+        let names = |v: &[Arc<ResourceSlice>]| -> Vec<String> {
+            v.iter().map(|s| s.metadata.name.clone().unwrap()).collect()
+        };
+        assert_eq!(names(own), ["a", "b"]);
+        assert_eq!(names(shared), ["all"]);
+        assert!(s.slices_for("n3").0.is_empty());
+        s.delete_slice("a");
+        assert_eq!(names(s.slices_for("n1").0), ["b"]);
+        assert_eq!(s.all_slices().len(), 3);
+    }
+
+    #[test]
+    fn allocated_devices_follow_the_claims_allocations() {
+        let mut s = DraState::default();
+        s.replace_claims(vec![claim("a", &["gpu-0"]), claim("b", &[])]);
+        assert_eq!(allocated(&s), ["gpu-0"]);
+        let g = s.allocated_generation();
+        s.apply_claim(claim("b", &["gpu-1"]));
+        assert_eq!(allocated(&s), ["gpu-0", "gpu-1"]);
+        assert!(s.allocated_generation() > g);
+        // A status update that keeps the allocation changes nothing.
+        let g = s.allocated_generation();
+        s.apply_claim(claim("b", &["gpu-1"]));
+        assert_eq!(s.allocated_generation(), g);
+        s.apply_claim(claim("a", &[]));
+        s.delete_claim("ns/b");
+        assert!(allocated(&s).is_empty());
+        assert!(s.claim("ns", "a").is_some());
+    }
+}

@@ -1,0 +1,233 @@
+//! DynamicResources' Reserve, Unreserve and PreBind.
+//!
+//! Reserve records the devices the allocator chose on the node as in
+//! flight (kube-scheduler's `SignalClaimPendingAllocation`): the next pod's
+//! PreFilter counts them as taken, and waits for a claim whose allocation
+//! is in flight. PreBind writes each claim's `status.allocation` (with the
+//! delete-protection finalizer first) and adds the pod to
+//! `status.reservedFor` through the status subresource, re-reading the
+//! claim after a conflict as Go's `retry.RetryOnConflict` does. What it
+//! wrote stands for the claim until the watch shows it (the assume cache).
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use k8s_openapi::api::resource::v1::{
+    AllocationResult, ResourceClaim, ResourceClaimConsumerReference, ResourceClaimStatus,
+};
+use kube::api::PostParams;
+use kube::{Api, Client};
+
+use super::filter::{DraCycle, devices_of};
+use super::{DynamicResources, InFlight, kobj};
+use crate::framework::{CycleState, PreBindPlugin, ReservePlugin, Status};
+use crate::objects::PodInfo;
+
+/// The finalizer that keeps an allocated claim from vanishing under its
+/// pod (`resourceapi.Finalizer`).
+pub(super) const FINALIZER: &str = "resource.kubernetes.io/delete-protection";
+/// Attempts at a claim's status write (`retry.DefaultRetry`'s steps).
+const WRITE_ATTEMPTS: usize = 5;
+
+impl ReservePlugin for DynamicResources {
+    fn reserve(&self, state: &mut CycleState, _: &PodInfo, node: &str) -> Status {
+        let Some(cycle) = state.read::<DraCycle>() else {
+            return Status::success();
+        };
+        if cycle.to_allocate.is_empty() {
+            return Status::success();
+        }
+        let Some(results) = cycle.by_node.lock().get(node).cloned() else {
+            return Status::error("claim allocation not found for node");
+        };
+        if results.len() != cycle.to_allocate.len() {
+            return Status::error(format!(
+                "internal error, have {} allocations, {} claims to allocate, want {} claims",
+                results.len(),
+                cycle.to_allocate.len(),
+                cycle.to_allocate.len()
+            ));
+        }
+        let mut table = self.in_flight.lock();
+        for (&i, allocation) in cycle.to_allocate.iter().zip(results.iter()) {
+            let claim = &cycle.claims[i];
+            table.insert(
+                kobj(claim),
+                InFlight {
+                    uid: claim.metadata.uid.clone().unwrap_or_default(),
+                    devices: devices_of(allocation),
+                    written: None,
+                },
+            );
+        }
+        Status::success()
+    }
+
+    /// Gives back the devices of allocations not written yet. One PreBind
+    /// already wrote stays in flight until the watch shows it: the API has
+    /// it, so another pod must not be given its devices meanwhile (the pod
+    /// itself, retried, finds its claim allocated and reserved for it).
+    fn unreserve(&self, state: &mut CycleState, _: &PodInfo, _: &str) {
+        let Some(cycle) = state.read::<DraCycle>() else {
+            return;
+        };
+        let mut table = self.in_flight.lock();
+        for &i in &cycle.to_allocate {
+            let claim = &cycle.claims[i];
+            let key = kobj(claim);
+            if table.get(&key).is_some_and(|f| {
+                f.written.is_none() && Some(f.uid.as_str()) == claim.metadata.uid.as_deref()
+            }) {
+                table.remove(&key);
+            }
+        }
+    }
+}
+
+/// Whether `claim` lists `pod` in `status.reservedFor`.
+pub(super) fn reserved_for(claim: &ResourceClaim, pod: &PodInfo) -> bool {
+    claim
+        .status
+        .as_ref()
+        .and_then(|s| s.reserved_for.as_ref())
+        .is_some_and(|r| r.iter().any(|c| c.uid == pod.uid))
+}
+
+impl PreBindPlugin for DynamicResources {
+    fn pre_bind_pre_flight(&self, state: &CycleState, pod: &PodInfo, _: &str) -> Status {
+        match state.read::<DraCycle>() {
+            Some(cycle) if cycle.claims.iter().any(|c| !reserved_for(c, pod)) => {
+                Status::success()
+            }
+            _ => Status::skip("every claim is reserved for the pod"),
+        }
+    }
+
+    fn pre_bind<'a>(
+        &'a self,
+        state: &'a CycleState,
+        pod: &'a PodInfo,
+        node: &'a str,
+        client: &'a Client,
+    ) -> BoxFuture<'a, Status> {
+        Box::pin(async move {
+            let Some(cycle) = state.read::<DraCycle>() else {
+                return Status::success();
+            };
+            let results = cycle.by_node.lock().get(node).cloned();
+            for (i, claim) in cycle.claims.iter().enumerate() {
+                if reserved_for(claim, pod) {
+                    continue;
+                }
+                let allocation = match cycle.to_allocate.iter().position(|&j| j == i) {
+                    None => None,
+                    Some(j) => match results.as_ref().and_then(|r| r.get(j)) {
+                        Some(a) => Some(a.clone()),
+                        None => return Status::error("claim allocation not found for node"),
+                    },
+                };
+                match bind_claim(client, claim, allocation.as_ref(), pod).await {
+                    Ok(written) if allocation.is_some() => {
+                        if let Some(f) = self.in_flight.lock().get_mut(&kobj(claim)) {
+                            f.written = Some(Arc::new(written));
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(e) => return Status::error(e),
+                }
+            }
+            Status::success()
+        })
+    }
+}
+
+/// The change PreBind makes to one claim, on the claim as last read: the
+/// allocation (if the scheduler allocated it) and the pod's reservation.
+/// `Err` when the claim changed in a way that forbids it.
+pub(super) fn with_reservation(
+    mut claim: ResourceClaim,
+    allocation: Option<&AllocationResult>,
+    pod: &PodInfo,
+) -> Result<ResourceClaim, String> {
+    if claim.metadata.deletion_timestamp.is_some() {
+        return Err(format!("claim {} got deleted in the meantime", kobj(&claim)));
+    }
+    let status = claim.status.get_or_insert_with(ResourceClaimStatus::default);
+    if let Some(allocation) = allocation {
+        if status.allocation.is_some() {
+            return Err(format!(
+                "claim {} got allocated elsewhere in the meantime",
+                kobj(&claim)
+            ));
+        }
+        status.allocation = Some(allocation.clone());
+    }
+    status
+        .reserved_for
+        .get_or_insert_with(Vec::new)
+        .push(ResourceClaimConsumerReference {
+            api_group: None,
+            resource: "pods".into(),
+            name: pod.name.clone(),
+            uid: pod.uid.clone(),
+        });
+    Ok(claim)
+}
+
+/// Writes one claim (kube-scheduler's `bindClaim`); returns it as written.
+async fn bind_claim(
+    client: &Client,
+    claim: &ResourceClaim,
+    allocation: Option<&AllocationResult>,
+    pod: &PodInfo,
+) -> Result<ResourceClaim, String> {
+    let name = claim.metadata.name.clone().unwrap_or_default();
+    let api: Api<ResourceClaim> = Api::namespaced(client.clone(), &pod.namespace);
+    let mut current = claim.clone();
+    for attempt in 0..WRITE_ATTEMPTS {
+        if attempt > 0 {
+            current = api.get(&name).await.map_err(|e| {
+                format!("get updated claim {} after conflict: {e}", kobj(claim))
+            })?;
+        }
+        if allocation.is_some()
+            && !current
+                .metadata
+                .finalizers
+                .iter()
+                .flatten()
+                .any(|f| f == FINALIZER)
+            && current.status.as_ref().is_none_or(|s| s.allocation.is_none())
+        {
+            current
+                .metadata
+                .finalizers
+                .get_or_insert_with(Vec::new)
+                .push(FINALIZER.to_owned());
+            current = match api.replace(&name, &PostParams::default(), &current).await {
+                Ok(c) => c,
+                Err(kube::Error::Api(e)) if e.code == 409 => continue,
+                Err(e) => return Err(format!("add finalizer to claim {}: {e}", kobj(claim))),
+            };
+        }
+        let updated = with_reservation(current.clone(), allocation, pod)?;
+        match api
+            .replace_status(&name, &PostParams::default(), &updated)
+            .await
+        {
+            Ok(written) => return Ok(written),
+            Err(kube::Error::Api(e)) if e.code == 409 => continue,
+            Err(e) if allocation.is_some() => {
+                return Err(format!(
+                    "add allocation and reservation to claim {}: {e}",
+                    kobj(claim)
+                ));
+            }
+            Err(e) => return Err(format!("add reservation to claim {}: {e}", kobj(claim))),
+        }
+    }
+    Err(format!(
+        "add reservation to claim {}: conflicts after {WRITE_ATTEMPTS} attempts",
+        kobj(claim)
+    ))
+}

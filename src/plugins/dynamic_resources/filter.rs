@@ -1,0 +1,335 @@
+//! DynamicResources' PreFilter, Filter and Score.
+//!
+//! PreFilter sorts the pod's claims into allocated ones (a node selector to
+//! match) and ones to allocate (an [`Allocator`] built once per pod, with
+//! the devices in use gathered once). Filter does no I/O: it looks the
+//! node's slices up in the cache's per-node index and keeps what the
+//! allocator chose per node for Score, Reserve and PreBind.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use k8s_openapi::api::resource::v1::{
+    AllocationResult, DeviceRequest, ResourceClaim, ResourceSlice,
+};
+use parking_lot::Mutex;
+
+use super::allocator::{AllocatedDevices, Allocator, AllocatorError, DeviceId};
+use super::{
+    DynamicResources, ERR_CANNOT_ALLOCATE, ERR_NOT_AVAILABLE, InFlight, kobj, pod_claims, watched,
+};
+use crate::cache::ClusterState;
+use crate::framework::{
+    CycleState, FilterPlugin, NodeScore, PreFilterPlugin, ScorePlugin, Status,
+};
+use crate::objects::{NodeInfo, PodInfo};
+use crate::plugins::helper::default_normalize_score;
+use crate::plugins::node_affinity::RequiredNodeAffinity;
+
+/// kube-scheduler's `FirstAvailableDeviceRequestMaxSize`: the first
+/// alternative of a `firstAvailable` request scores this much.
+const FIRST_AVAILABLE_MAX: i64 = 8;
+
+/// PreFilter's state for one pod.
+pub(super) struct DraCycle {
+    /// The pod's claims, in spec order (an allocation in flight already
+    /// written by PreBind reads as the written claim).
+    pub(super) claims: Vec<Arc<ResourceClaim>>,
+    /// Per claim: the node selector of its allocation (`None`: allocated
+    /// for every node, or not allocated).
+    available_on: Vec<Option<RequiredNodeAffinity>>,
+    /// Indexes into `claims` of the claims to allocate, in order.
+    pub(super) to_allocate: Vec<usize>,
+    allocator: Option<Allocator>,
+    /// Devices in use: allocated in the cache and in flight.
+    allocated: AllocatedDevices,
+    /// What the allocator chose on each node that fits: one result per
+    /// claim of `to_allocate`.
+    pub(super) by_node: Mutex<HashMap<String, Arc<Vec<AllocationResult>>>>,
+}
+
+#[cfg(test)]
+impl DraCycle {
+    /// A cycle whose Filter chose `results` on `node` for the claims at
+    /// `to_allocate` (Reserve and PreBind tests).
+    pub(super) fn chosen(
+        claims: Vec<Arc<ResourceClaim>>,
+        to_allocate: Vec<usize>,
+        node: &str,
+        results: Vec<AllocationResult>,
+    ) -> Self {
+        DraCycle {
+            available_on: vec![None; claims.len()],
+            claims,
+            to_allocate,
+            allocator: None,
+            allocated: AllocatedDevices::default(),
+            by_node: Mutex::new(HashMap::from([(node.to_owned(), Arc::new(results))])),
+        }
+    }
+}
+
+/// The devices an allocation takes (admin access does not take a device).
+pub(super) fn devices_of(allocation: &AllocationResult) -> Vec<DeviceId> {
+    allocation
+        .devices
+        .iter()
+        .flat_map(|d| d.results.iter().flatten())
+        .filter(|r| r.admin_access != Some(true))
+        .map(|r| DeviceId::new(&r.driver, &r.pool, &r.device))
+        .collect()
+}
+
+impl DynamicResources {
+    /// Drops in-flight allocations the cache now shows (or whose claim is
+    /// gone), returns the claim as this scheduler last wrote it when the
+    /// cache is behind, and the devices still in flight.
+    fn settle_in_flight(
+        &self,
+        cluster: &ClusterState,
+    ) -> (HashMap<String, Arc<ResourceClaim>>, Vec<DeviceId>) {
+        let dra = cluster.dra();
+        let mut table = self.in_flight.lock();
+        table.retain(|key, f: &mut InFlight| {
+            let Some((ns, name)) = key.split_once('/') else {
+                return false;
+            };
+            match dra.claim(ns, name) {
+                None => f.written.is_none(),
+                Some(c) if c.metadata.uid.as_deref() != Some(f.uid.as_str()) => false,
+                // The watch shows the allocation: the cache counts it now.
+                Some(c) => c.status.as_ref().is_none_or(|s| s.allocation.is_none()),
+            }
+        });
+        let written = table
+            .iter()
+            .filter_map(|(k, f)| f.written.clone().map(|w| (k.clone(), w)))
+            .collect();
+        let devices = table.values().flat_map(|f| f.devices.clone()).collect();
+        (written, devices)
+    }
+}
+
+impl PreFilterPlugin for DynamicResources {
+    fn pre_filter(&self, state: &mut CycleState, pod: &PodInfo, cluster: &ClusterState) -> Status {
+        if pod.spec.resource_claims.is_empty() || !watched(cluster) {
+            return Status::skip("pod has no ResourceClaims");
+        }
+        let mut claims = match pod_claims(pod, cluster) {
+            Ok(c) => c,
+            Err(e) => return Status::unresolvable(e),
+        };
+        if claims.is_empty() {
+            return Status::skip("no ResourceClaim was generated for the pod");
+        }
+        let (written, in_flight) = self.settle_in_flight(cluster);
+        let mut available_on = Vec::with_capacity(claims.len());
+        let mut to_allocate = Vec::new();
+        for (i, claim) in claims.iter_mut().enumerate() {
+            let key = kobj(claim);
+            if let Some(w) = written.get(&key)
+                && w.metadata.uid == claim.metadata.uid
+            {
+                *claim = w.clone();
+            }
+            match claim.status.as_ref().and_then(|s| s.allocation.as_ref()) {
+                Some(allocation) => {
+                    let selector = match &allocation.node_selector {
+                        None => None,
+                        Some(s) => match RequiredNodeAffinity::strict(s, "nodeSelector") {
+                            Ok(m) => Some(m),
+                            Err(e) => return Status::error(e.join("; ")),
+                        },
+                    };
+                    available_on.push(selector);
+                }
+                None => {
+                    if self.in_flight.lock().contains_key(&key) {
+                        return Status::unresolvable(format!(
+                            "resource claim {key} is in the process of being allocated"
+                        ));
+                    }
+                    if let Err(e) = check_classes(claim, cluster) {
+                        return Status::unresolvable(e);
+                    }
+                    available_on.push(None);
+                    to_allocate.push(i);
+                }
+            }
+        }
+        let allocator = if to_allocate.is_empty() {
+            None
+        } else {
+            let dra = cluster.dra();
+            let class_of = |name: &str| dra.class(name);
+            let unallocated = to_allocate.iter().map(|&i| (*claims[i]).clone()).collect();
+            match Allocator::new(unallocated, &class_of) {
+                Ok(a) => Some(a),
+                Err(AllocatorError::OnNode(e)) => return Status::unresolvable(e),
+                Err(e) => return Status::error(e.to_string()),
+            }
+        };
+        let allocated: AllocatedDevices = if allocator.is_some() {
+            cluster
+                .dra()
+                .allocated()
+                .map(|(d, p, n)| DeviceId::new(d, p, n))
+                .chain(in_flight)
+                .collect()
+        } else {
+            AllocatedDevices::default()
+        };
+        state.write(DraCycle {
+            claims,
+            available_on,
+            to_allocate,
+            allocator,
+            allocated,
+            by_node: Mutex::default(),
+        });
+        Status::success()
+    }
+}
+
+/// The requests of `claim`'s spec.
+fn requests_of(claim: &ResourceClaim) -> impl Iterator<Item = &DeviceRequest> {
+    claim
+        .spec
+        .as_ref()
+        .and_then(|s| s.devices.as_ref())
+        .and_then(|d| d.requests.as_ref())
+        .into_iter()
+        .flatten()
+}
+
+/// kube-scheduler's PreFilter check that every request's class exists.
+fn check_classes(claim: &ResourceClaim, cluster: &ClusterState) -> Result<(), String> {
+    let dra = cluster.dra();
+    let missing = |request: &str, class: &str| {
+        format!("request {request}: device class {class} does not exist")
+    };
+    for request in requests_of(claim) {
+        if let Some(exactly) = &request.exactly {
+            if dra.class(&exactly.device_class_name).is_none() {
+                return Err(missing(&request.name, &exactly.device_class_name));
+            }
+        } else if let Some(subs) = request.first_available.as_ref().filter(|s| !s.is_empty()) {
+            for sub in subs {
+                if dra.class(&sub.device_class_name).is_none() {
+                    return Err(missing(
+                        &format!("{}/{}", request.name, sub.name),
+                        &sub.device_class_name,
+                    ));
+                }
+            }
+        } else {
+            return Err(format!(
+                "resource claim {}, request {}: unknown request type",
+                kobj(claim),
+                request.name
+            ));
+        }
+    }
+    Ok(())
+}
+
+impl FilterPlugin for DynamicResources {
+    fn filter(
+        &self,
+        state: &CycleState,
+        _: &PodInfo,
+        node: &NodeInfo,
+        cluster: &ClusterState,
+    ) -> Status {
+        let cycle = match state.from_pre_filter::<DraCycle>() {
+            Ok(s) => s,
+            Err(missing) => return missing,
+        };
+        if cycle
+            .available_on
+            .iter()
+            .any(|s| s.as_ref().is_some_and(|s| !s.matches(node)))
+        {
+            return Status::unresolvable(ERR_NOT_AVAILABLE);
+        }
+        let Some(allocator) = &cycle.allocator else {
+            return Status::success();
+        };
+        let dra = cluster.dra();
+        let (own, shared) = dra.slices_for(&node.name);
+        let joined: Vec<Arc<ResourceSlice>>;
+        let slices = if shared.is_empty() {
+            own
+        } else {
+            joined = own.iter().chain(shared).cloned().collect();
+            &joined
+        };
+        match allocator.allocate(node, slices, dra.all_slices(), &cycle.allocated) {
+            Ok(Some(results)) if results.len() == cycle.to_allocate.len() => {
+                cycle
+                    .by_node
+                    .lock()
+                    .insert(node.name.clone(), Arc::new(results));
+                Status::success()
+            }
+            Ok(_) => Status::unresolvable(ERR_CANNOT_ALLOCATE),
+            Err(AllocatorError::OnNode(e)) => Status::unresolvable(e),
+            Err(e) => Status::error(e.to_string()),
+        }
+    }
+}
+
+impl ScorePlugin for DynamicResources {
+    fn score(
+        &self,
+        state: &CycleState,
+        _: &PodInfo,
+        node: &NodeInfo,
+        _: &ClusterState,
+    ) -> Result<NodeScore, Status> {
+        let Some(cycle) = state.read::<DraCycle>() else {
+            return Ok(NodeScore::value(0));
+        };
+        let results = cycle.by_node.lock().get(&node.name).cloned();
+        Ok(NodeScore::value(compute_score(cycle, results.as_deref())))
+    }
+
+    fn normalize(&self, _: &CycleState, _: &PodInfo, scores: &mut [NodeScore]) -> Status {
+        default_normalize_score(scores, false);
+        Status::success()
+    }
+}
+
+/// kube-scheduler's `computeScore`: each allocated `firstAvailable`
+/// alternative scores 8 minus its position.
+fn compute_score(cycle: &DraCycle, results: Option<&Vec<AllocationResult>>) -> i64 {
+    let mut score = 0;
+    let mut next = 0;
+    for claim in &cycle.claims {
+        let allocation = match claim.status.as_ref().and_then(|s| s.allocation.as_ref()) {
+            Some(a) => a,
+            None => {
+                let Some(a) = results.and_then(|r| r.get(next)) else {
+                    return 0;
+                };
+                next += 1;
+                a
+            }
+        };
+        let picked: HashSet<&str> = allocation
+            .devices
+            .iter()
+            .flat_map(|d| d.results.iter().flatten())
+            .map(|r| r.request.as_str())
+            .filter(|r| r.contains('/'))
+            .collect();
+        for request in requests_of(claim) {
+            for (i, sub) in request.first_available.iter().flatten().enumerate() {
+                if picked.contains(format!("{}/{}", request.name, sub.name).as_str()) {
+                    score += FIRST_AVAILABLE_MAX - i as i64;
+                }
+            }
+        }
+    }
+    score
+}

@@ -1,0 +1,263 @@
+//! DynamicResources' points on claims in the cache. Cases after
+//! kube-scheduler's `TestPlugin` table (`dynamicresources_test.go`):
+//! "claim-template" / "missing-claim" (PreEnqueue), "deleted-claim",
+//! "not-owned-claim", "allocated-claim-other-node" style node selector
+//! checks, and the in-flight allocations of `TestPlugin`'s Reserve /
+//! Unreserve steps.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{NodeSelector, NodeSelectorRequirement, NodeSelectorTerm};
+use k8s_openapi::api::resource::v1::{
+    AllocationResult, DeviceAllocationResult, DeviceRequestAllocationResult, ResourceClaim,
+    ResourceClaimStatus,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
+
+use super::bind::with_reservation;
+use super::filter::DraCycle;
+use super::*;
+use crate::framework::{Code, CycleState, FilterPlugin, PreFilterPlugin, ReservePlugin};
+use crate::objects::NodeInfo;
+use crate::objects::pod::{PodResourceClaim, PodSpecInfo};
+
+fn pod(claims: Vec<PodResourceClaim>) -> PodInfo {
+    PodInfo {
+        name: "p".into(),
+        namespace: "ns".into(),
+        uid: "pod-uid".into(),
+        spec: Arc::new(PodSpecInfo {
+            resource_claims: claims,
+            ..PodSpecInfo::default()
+        }),
+        ..PodInfo::default()
+    }
+}
+
+fn named(claim: &str) -> PodResourceClaim {
+    PodResourceClaim::resolve("gpu", Some(claim), None, std::iter::empty())
+}
+
+fn from_template(status: Option<&str>) -> PodResourceClaim {
+    let statuses: Vec<(&str, Option<&str>)> = status.map(|s| ("gpu", Some(s))).into_iter().collect();
+    PodResourceClaim::resolve("gpu", None, Some("tmpl"), statuses.into_iter())
+}
+
+fn claim(name: &str) -> ResourceClaim {
+    ResourceClaim {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some("ns".into()),
+            uid: Some(format!("{name}-uid")),
+            ..ObjectMeta::default()
+        },
+        ..ResourceClaim::default()
+    }
+}
+
+fn allocation(device: &str, node: Option<&str>) -> AllocationResult {
+    AllocationResult {
+        devices: Some(DeviceAllocationResult {
+            results: Some(vec![DeviceRequestAllocationResult {
+                driver: "gpu.example.com".into(),
+                pool: "pool".into(),
+                device: device.into(),
+                request: "req".into(),
+                ..DeviceRequestAllocationResult::default()
+            }]),
+            ..DeviceAllocationResult::default()
+        }),
+        node_selector: node.map(|n| NodeSelector {
+            node_selector_terms: vec![NodeSelectorTerm {
+                match_fields: Some(vec![NodeSelectorRequirement {
+                    key: "metadata.name".into(),
+                    operator: "In".into(),
+                    values: Some(vec![n.into()]),
+                }]),
+                ..NodeSelectorTerm::default()
+            }],
+        }),
+        ..AllocationResult::default()
+    }
+}
+
+fn allocated(mut c: ResourceClaim, device: &str, node: Option<&str>) -> ResourceClaim {
+    c.status = Some(ResourceClaimStatus {
+        allocation: Some(allocation(device, node)),
+        ..ResourceClaimStatus::default()
+    });
+    c
+}
+
+fn cluster(claims: Vec<ResourceClaim>) -> ClusterState {
+    let mut s = ClusterState::default();
+    s.dra_mut().set_watched();
+    s.dra_mut()
+        .replace_claims(claims.into_iter().map(Arc::new).collect());
+    s
+}
+
+fn node(name: &str) -> NodeInfo {
+    NodeInfo {
+        name: name.into(),
+        ..NodeInfo::default()
+    }
+}
+
+#[test]
+fn pre_enqueue_waits_for_every_claim() {
+    let plugin = DynamicResources::default();
+    let c = cluster(vec![claim("shared")]);
+    // "claim-template": the controller has not named the claim yet.
+    let s = plugin.pre_enqueue(&pod(vec![from_template(None)]), &c);
+    assert_eq!(s.code(), Code::UnschedulableAndUnresolvable);
+    assert_eq!(s.message(), "pod \"ns/p\": ResourceClaim not created yet");
+    // "missing-claim".
+    let s = plugin.pre_enqueue(&pod(vec![named("other")]), &c);
+    assert_eq!(s.message(), "could not find ResourceClaim \"ns/other\"");
+    assert!(plugin.pre_enqueue(&pod(vec![named("shared")]), &c).is_success());
+    // A template's claim must be the pod's.
+    let s = plugin.pre_enqueue(&pod(vec![from_template(Some("shared"))]), &c);
+    assert_eq!(
+        s.message(),
+        "ResourceClaim ns/shared was not created for Pod ns/p (Pod is not owner)"
+    );
+    let mut owned = claim("p-gpu");
+    owned.metadata.owner_references = Some(vec![OwnerReference {
+        controller: Some(true),
+        uid: "pod-uid".into(),
+        ..OwnerReference::default()
+    }]);
+    let c = cluster(vec![owned.clone()]);
+    assert!(plugin.pre_enqueue(&pod(vec![from_template(Some("p-gpu"))]), &c).is_success());
+    // "deleted-claim".
+    owned.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
+    let c = cluster(vec![owned]);
+    let s = plugin.pre_enqueue(&pod(vec![from_template(Some("p-gpu"))]), &c);
+    assert_eq!(s.message(), "resourceclaim \"p-gpu\" is being deleted");
+    // Without the DRA watches (extender mode) the pod is kube-scheduler's to allocate.
+    let s = plugin.pre_enqueue(&pod(vec![named("x")]), &ClusterState::default());
+    assert!(s.is_success());
+}
+
+#[test]
+fn a_template_claim_not_needed_is_left_out() {
+    let statuses = vec![("gpu", None)];
+    let c = PodResourceClaim::resolve("gpu", None, Some("t"), statuses.into_iter());
+    assert_eq!(c.claim, ClaimRef::NotNeeded);
+    let mut state = CycleState::new();
+    let s = DynamicResources::default().pre_filter(&mut state, &pod(vec![c]), &cluster(vec![]));
+    assert_eq!(s.code(), Code::Skip);
+}
+
+#[test]
+fn filter_keeps_an_allocated_claim_to_its_nodes() {
+    let plugin = DynamicResources::default();
+    let c = cluster(vec![allocated(claim("shared"), "gpu-0", Some("n1"))]);
+    let p = pod(vec![named("shared")]);
+    let mut state = CycleState::new();
+    assert!(plugin.pre_filter(&mut state, &p, &c).is_success());
+    assert!(plugin.filter(&state, &p, &node("n1"), &c).is_success());
+    let s = plugin.filter(&state, &p, &node("n2"), &c);
+    assert_eq!(s.code(), Code::UnschedulableAndUnresolvable);
+    assert_eq!(s.message(), ERR_NOT_AVAILABLE);
+    // An allocation without a node selector is available everywhere.
+    let c = cluster(vec![allocated(claim("shared"), "gpu-0", None)]);
+    let mut state = CycleState::new();
+    assert!(plugin.pre_filter(&mut state, &p, &c).is_success());
+    assert!(plugin.filter(&state, &p, &node("n2"), &c).is_success());
+}
+
+#[test]
+fn a_pod_without_claims_is_skipped() {
+    let mut state = CycleState::new();
+    let s = DynamicResources::default().pre_filter(&mut state, &pod(vec![]), &cluster(vec![]));
+    assert_eq!(s.code(), Code::Skip);
+}
+
+#[test]
+fn reserve_keeps_the_devices_in_flight_until_the_watch_shows_them() {
+    let plugin = DynamicResources::default();
+    let c = cluster(vec![claim("shared")]);
+    let p = pod(vec![named("shared")]);
+    let mut state = CycleState::new();
+    state.write(DraCycle::chosen(
+        vec![Arc::new(claim("shared"))],
+        vec![0],
+        "n1",
+        vec![allocation("gpu-0", Some("n1"))],
+    ));
+    assert!(plugin.reserve(&mut state, &p, "n1").is_success());
+    assert_eq!(
+        plugin.in_flight.lock()["ns/shared"].devices,
+        [DeviceId::new("gpu.example.com", "pool", "gpu-0")]
+    );
+    // A second pod sharing the claim waits for the allocation in flight.
+    let mut other = pod(vec![named("shared")]);
+    other.name = "q".into();
+    let s = plugin.pre_filter(&mut CycleState::new(), &other, &c);
+    assert_eq!(
+        s.message(),
+        "resource claim ns/shared is in the process of being allocated"
+    );
+    // Unreserve gives the devices back.
+    plugin.unreserve(&mut state, &p, "n1");
+    assert!(plugin.in_flight.lock().is_empty());
+    // Reserved again and written: Unreserve keeps what the API has; once
+    // the watch shows the allocation, the cache counts it and the entry goes.
+    assert!(plugin.reserve(&mut state, &p, "n1").is_success());
+    let written = Arc::new(allocated(claim("shared"), "gpu-0", Some("n1")));
+    if let Some(f) = plugin.in_flight.lock().get_mut("ns/shared") {
+        f.written = Some(written);
+    }
+    plugin.unreserve(&mut state, &p, "n1");
+    assert_eq!(plugin.in_flight.lock().len(), 1);
+    // Until then a later pod reads the claim as written: allocated on n1.
+    let mut later = CycleState::new();
+    assert!(plugin.pre_filter(&mut later, &other, &c).is_success());
+    assert!(!plugin.filter(&later, &other, &node("n2"), &c).is_success());
+    let shown = cluster(vec![allocated(claim("shared"), "gpu-0", Some("n1"))]);
+    assert!(plugin.pre_filter(&mut CycleState::new(), &other, &shown).is_success());
+    assert!(plugin.in_flight.lock().is_empty());
+}
+
+#[test]
+fn reserve_without_a_choice_for_the_node_is_an_error() {
+    let plugin = DynamicResources::default();
+    let mut state = CycleState::new();
+    state.write(DraCycle::chosen(
+        vec![Arc::new(claim("c"))],
+        vec![0],
+        "n1",
+        vec![allocation("gpu-0", None)],
+    ));
+    let s = plugin.reserve(&mut state, &pod(vec![named("c")]), "n2");
+    assert_eq!(s.code(), Code::Error);
+    assert_eq!(s.message(), "claim allocation not found for node");
+}
+
+#[test]
+fn pre_bind_writes_the_allocation_and_the_reservation() {
+    let p = pod(vec![named("c")]);
+    let a = allocation("gpu-0", Some("n1"));
+    let written = with_reservation(claim("c"), Some(&a), &p).unwrap();
+    let status = written.status.unwrap();
+    assert_eq!(status.allocation, Some(a.clone()));
+    let reserved = status.reserved_for.unwrap();
+    assert_eq!(reserved.len(), 1);
+    assert_eq!(
+        (reserved[0].resource.as_str(), reserved[0].name.as_str(), reserved[0].uid.as_str()),
+        ("pods", "p", "pod-uid")
+    );
+    // A shared claim already allocated only gains the reservation.
+    let shared = allocated(claim("c"), "gpu-0", Some("n1"));
+    let written = with_reservation(shared.clone(), None, &p).unwrap();
+    assert_eq!(written.status.unwrap().reserved_for.unwrap().len(), 1);
+    // Allocated by someone else since the cycle read it.
+    let e = with_reservation(shared, Some(&a), &p).unwrap_err();
+    assert_eq!(e, "claim ns/c got allocated elsewhere in the meantime");
+    let mut gone = claim("c");
+    gone.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
+    let e = with_reservation(gone, Some(&a), &p).unwrap_err();
+    assert_eq!(e, "claim ns/c got deleted in the meantime");
+}

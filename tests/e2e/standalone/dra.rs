@@ -1,0 +1,368 @@
+//! DynamicResources on a control plane of the test's own, no kubelet: the test is the "driver"
+//! (it publishes ResourceSlices for its nodes as plain API objects), kube-controller-manager's
+//! resourceclaim controller creates the claims of pods' templates, and the schedulers allocate.
+//! Where a case runs both, placer and stock kube-scheduler get one copy of the objects each (their
+//! own nodes, slices and claims), one after the other, and must agree on placement, allocation and
+//! the FailedScheduling text. No device is ever allocated twice.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::resource::v1::{
+    DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
+};
+
+use super::volume_compare::COPY;
+use super::*;
+use crate::harness::Scheduler;
+use crate::harness::compare::{KubeSchedulerYaml, comparable_plugins, placer_policy};
+use crate::harness::controller_manager::ControllerManager;
+
+/// The test driver's name.
+const DRIVER: &str = "gpu.placer.test";
+
+/// A DeviceClass `name` of the test driver's devices, with an optional extra CEL selector.
+async fn device_class(env: &TestEnv, name: &str, selector: Option<&str>) -> anyhow::Result<()> {
+    let mut selectors =
+        vec![json!({ "cel": { "expression": format!("device.driver == '{DRIVER}'") } })];
+    if let Some(s) = selector {
+        selectors.push(json!({ "cel": { "expression": s } }));
+    }
+    let class: DeviceClass = serde_json::from_value(json!({
+        "metadata": { "name": name },
+        "spec": { "selectors": selectors },
+    }))?;
+    Api::<DeviceClass>::all(env.client().clone())
+        .create(&PostParams::default(), &class)
+        .await
+        .with_context(|| format!("create class {name}"))?;
+    Ok(())
+}
+
+/// Publishes `node`'s devices in one slice (pool = node): each `(name, numa, model)`.
+async fn publish(env: &TestEnv, node: &str, devices: &[(&str, i64, &str)]) -> anyhow::Result<()> {
+    let devices: Vec<Value> = devices
+        .iter()
+        .map(|(name, numa, model)| {
+            json!({ "name": name, "attributes": {
+                "numa": { "int": numa },
+                "model": { "string": model },
+            } })
+        })
+        .collect();
+    let slice: ResourceSlice = serde_json::from_value(json!({
+        "metadata": { "name": format!("{node}-gpus") },
+        "spec": {
+            "driver": DRIVER,
+            "nodeName": node,
+            "pool": { "name": node, "generation": 1, "resourceSliceCount": 1 },
+            "devices": devices,
+        },
+    }))?;
+    Api::<ResourceSlice>::all(env.client().clone())
+        .create(&PostParams::default(), &slice)
+        .await
+        .with_context(|| format!("publish {node}'s devices"))?;
+    Ok(())
+}
+
+/// A claim template (or, `shared`, a claim) `name` asking for `count` devices of `class`,
+/// with a `matchAttribute` constraint on `numa` when `same_numa`.
+async fn claim_spec(
+    env: &TestEnv,
+    name: &str,
+    class: &str,
+    count: i64,
+    same_numa: bool,
+    shared: bool,
+) -> anyhow::Result<()> {
+    let mut devices = json!({ "requests": [{ "name": "gpu", "exactly": {
+        "deviceClassName": class, "allocationMode": "ExactCount", "count": count,
+    } }] });
+    if same_numa {
+        devices["constraints"] =
+            json!([{ "requests": ["gpu"], "matchAttribute": format!("{DRIVER}/numa") }]);
+    }
+    let spec = json!({ "devices": devices });
+    let api_ns = env.namespace();
+    if shared {
+        let claim: ResourceClaim =
+            serde_json::from_value(json!({ "metadata": { "name": name }, "spec": spec }))?;
+        Api::<ResourceClaim>::namespaced(env.client().clone(), api_ns)
+            .create(&PostParams::default(), &claim)
+            .await
+            .with_context(|| format!("create claim {name}"))?;
+    } else {
+        let template: ResourceClaimTemplate = serde_json::from_value(
+            json!({ "metadata": { "name": name }, "spec": { "spec": spec } }),
+        )?;
+        Api::<ResourceClaimTemplate>::namespaced(env.client().clone(), api_ns)
+            .create(&PostParams::default(), &template)
+            .await
+            .with_context(|| format!("create template {name}"))?;
+    }
+    Ok(())
+}
+
+/// The pod spec part that claims through template `template` (or the claim `claim`).
+fn claims(template: Option<&str>, claim: Option<&str>) -> Value {
+    let mut entry = json!({ "name": "gpu" });
+    if let Some(t) = template {
+        entry["resourceClaimTemplateName"] = json!(t);
+    }
+    if let Some(c) = claim {
+        entry["resourceClaimName"] = json!(c);
+    }
+    json!({ "resourceClaims": [entry] })
+}
+
+/// Every claim's allocated devices as `(claim, node of the pool, device)`; fails if a device
+/// is allocated twice.
+async fn allocations(env: &TestEnv) -> anyhow::Result<Vec<(String, String, String)>> {
+    let list = Api::<ResourceClaim>::namespaced(env.client().clone(), env.namespace())
+        .list(&Default::default())
+        .await?;
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::new();
+    for c in list.items {
+        let name = c.metadata.name.clone().unwrap_or_default();
+        let results = c
+            .status
+            .and_then(|s| s.allocation)
+            .and_then(|a| a.devices)
+            .and_then(|d| d.results)
+            .unwrap_or_default();
+        for r in results {
+            anyhow::ensure!(
+                seen.insert((r.pool.clone(), r.device.clone())),
+                "device {}/{} allocated twice",
+                r.pool,
+                r.device
+            );
+            out.push((name.clone(), r.pool, r.device));
+        }
+    }
+    Ok(out)
+}
+
+/// The claim the resourceclaim controller made for `pod`'s entry.
+async fn claim_of(env: &TestEnv, pod: &str) -> anyhow::Result<String> {
+    let p: Pod = env.pods().get(pod).await?;
+    p.status
+        .and_then(|s| s.resource_claim_statuses)
+        .and_then(|s| s.into_iter().next())
+        .and_then(|s| s.resource_claim_name)
+        .with_context(|| format!("{pod} has no generated claim"))
+}
+
+/// One GPU per pod until the devices run out: placer and kube-scheduler each bind two pods to
+/// their two one-GPU nodes (each claim allocated the device of the pod's node) and give the
+/// third the same FailedScheduling text. Claims come from a template: each pod waits until the
+/// resourceclaim controller has created its claim.
+#[tokio::test]
+async fn one_gpu_per_pod_until_they_run_out_matches_kube_scheduler() -> anyhow::Result<()> {
+    let env = TestEnv::with_own_control_plane("sa-dra-compare").await?;
+    let placer_name = env.name("placer");
+    let plugins = comparable_plugins();
+    let _kcm = ControllerManager::start_resource_claims(&env).await?;
+    let _placer = Placer::start_with(
+        &env,
+        &placer_policy(&placer_name, &plugins),
+        "placer",
+        "standalone",
+        &[],
+    )
+    .await?;
+    let yaml = KubeSchedulerYaml::new()
+        .profile(&env.scheduler_name(), &plugins)
+        .render(&env);
+    let _kube = Scheduler::start_with_yaml(&env, &yaml).await?;
+    device_class(&env, "gpu", None).await?;
+    claim_spec(&env, "one-gpu", "gpu", 1, false, false).await?;
+
+    let copies = [("p", placer_name.clone()), ("k", env.scheduler_name())];
+    let mut layout = Vec::new();
+    for (tag, _) in &copies {
+        let nodes = env
+            .create_nodes([
+                env.node(&format!("{tag}1")).label(COPY, tag),
+                env.node(&format!("{tag}2")).label(COPY, tag),
+            ])
+            .await?;
+        for node in &nodes {
+            publish(&env, node, &[("gpu-0", 0, "a100")]).await?;
+        }
+        layout.push(nodes);
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mut texts = Vec::new();
+    for ((tag, scheduler), nodes) in copies.iter().zip(&layout) {
+        let pod = |name: &str| env.pod(name).scheduler(scheduler).node_selector(COPY, tag);
+        let mut used = BTreeSet::new();
+        for i in 0..2 {
+            let name = format!("job-{tag}{i}");
+            env.create_pod_with_spec(&pod(&name), claims(Some("one-gpu"), None))
+                .await?;
+            let node = env.wait_pod_bound(&name).await?;
+            let claim = claim_of(&env, &name).await?;
+            let allocated = allocations(&env).await?;
+            assert!(
+                allocated.contains(&(claim.clone(), node.clone(), "gpu-0".into())),
+                "{scheduler}: {name} on {node}, its claim {claim} holds {allocated:?}"
+            );
+            used.insert(node);
+        }
+        assert_eq!(used.len(), 2, "{scheduler}: one pod per GPU");
+        assert!(used.iter().all(|n| nodes.contains(n)));
+        let name = format!("job-{tag}2");
+        env.create_pod_with_spec(&pod(&name), claims(Some("one-gpu"), None))
+            .await?;
+        let event = env.wait_pod_event(&name, "FailedScheduling").await?;
+        texts.push(event.message.unwrap_or_default());
+    }
+    eprintln!("placer: {}\nkube-scheduler: {}", texts[0], texts[1]);
+    assert_eq!(texts[0], texts[1]);
+    assert!(
+        texts[0].contains("cannot allocate all claims"),
+        "{}",
+        texts[0]
+    );
+    allocations(&env).await?;
+    Ok(())
+}
+
+/// What the allocator decides with placer alone: two devices with `matchAttribute` on `numa`
+/// only fit the node whose two GPUs share a NUMA node; a class whose CEL selector asks for a
+/// model only fits the node with that model; a claim shared by two pods puts both on the node
+/// of its one allocation, reserved for both; a pod whose claim template comes later waits, then
+/// schedules.
+#[tokio::test]
+async fn constraints_selectors_and_shared_claims() -> anyhow::Result<()> {
+    let env = TestEnv::with_own_control_plane("sa-dra").await?;
+    let nodes = env
+        .create_nodes([env.node("split"), env.node("paired"), env.node("h100")])
+        .await?;
+    publish(
+        &env,
+        &nodes[0],
+        &[("gpu-0", 0, "a100"), ("gpu-1", 1, "a100")],
+    )
+    .await?;
+    publish(
+        &env,
+        &nodes[1],
+        &[("gpu-0", 0, "a100"), ("gpu-1", 0, "a100")],
+    )
+    .await?;
+    publish(&env, &nodes[2], &[("gpu-0", 0, "h100")]).await?;
+    device_class(&env, "gpu", None).await?;
+    device_class(
+        &env,
+        "h100",
+        Some(&format!("device.attributes['{DRIVER}'].model == 'h100'")),
+    )
+    .await?;
+    claim_spec(&env, "two-numa", "gpu", 2, true, false).await?;
+    claim_spec(&env, "one-h100", "h100", 1, false, false).await?;
+    let _kcm = ControllerManager::start_resource_claims(&env).await?;
+    let _placer = env.start_standalone("placer", &[]).await?;
+
+    env.create_pod_with_spec(&env.pod("pair"), claims(Some("two-numa"), None))
+        .await?;
+    assert_eq!(env.wait_pod_bound("pair").await?, nodes[1]);
+    env.create_pod_with_spec(&env.pod("hopper"), claims(Some("one-h100"), None))
+        .await?;
+    assert_eq!(env.wait_pod_bound("hopper").await?, nodes[2]);
+
+    // The split node's two GPUs are left: a claim shared by two pods takes one of them.
+    claim_spec(&env, "shared", "gpu", 1, false, true).await?;
+    for name in ["a", "b"] {
+        env.create_pod_with_spec(&env.pod(name), claims(None, Some("shared")))
+            .await?;
+    }
+    let (a, b) = (
+        env.wait_pod_bound("a").await?,
+        env.wait_pod_bound("b").await?,
+    );
+    assert_eq!(
+        (a.as_str(), b.as_str()),
+        (nodes[0].as_str(), nodes[0].as_str())
+    );
+    let shared = Api::<ResourceClaim>::namespaced(env.client().clone(), env.namespace())
+        .get("shared")
+        .await?;
+    let reserved: BTreeSet<String> = shared
+        .status
+        .and_then(|s| s.reserved_for)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|r| r.name)
+        .collect();
+    assert_eq!(reserved, BTreeSet::from(["a".to_owned(), "b".to_owned()]));
+    let by_claim: BTreeMap<String, usize> =
+        allocations(&env)
+            .await?
+            .into_iter()
+            .fold(BTreeMap::new(), |mut m, (c, _, _)| {
+                *m.entry(c).or_default() += 1;
+                m
+            });
+    assert_eq!(by_claim.values().sum::<usize>(), 4, "{by_claim:?}");
+
+    // A pod whose template does not exist yet has no claim: it waits (PreEnqueue) until the
+    // resourceclaim controller creates the claim from the template created later, then takes
+    // the split node's last GPU.
+    env.create_pod_with_spec(&env.pod("late"), claims(Some("later"), None))
+        .await?;
+    env.assert_stays_unbound("late", STAYS_PENDING).await?;
+    claim_spec(&env, "later", "gpu", 1, false, false).await?;
+    assert_eq!(env.wait_pod_bound("late").await?, nodes[0]);
+    allocations(&env).await?;
+    Ok(())
+}
+
+/// Many pods race for few devices in standalone mode with binds in flight: exactly as many are
+/// bound as there are devices, each once, and no device is allocated twice.
+#[tokio::test]
+async fn pods_racing_for_few_devices_get_one_each() -> anyhow::Result<()> {
+    let env = TestEnv::with_own_control_plane("sa-dra-race").await?;
+    let nodes = env.create_nodes([env.node("n1"), env.node("n2")]).await?;
+    for node in &nodes {
+        publish(&env, node, &[("gpu-0", 0, "a100"), ("gpu-1", 1, "a100")]).await?;
+    }
+    device_class(&env, "gpu", None).await?;
+    claim_spec(&env, "one-gpu", "gpu", 1, false, false).await?;
+    let _kcm = ControllerManager::start_resource_claims(&env).await?;
+    let _placer = env.start_standalone("placer", &[]).await?;
+    let names: Vec<String> = (0..12).map(|i| format!("racer-{i}")).collect();
+    for name in &names {
+        env.create_pod_with_spec(&env.pod(name), claims(Some("one-gpu"), None))
+            .await?;
+    }
+    let deadline = Instant::now() + SCHEDULING_TIMEOUT;
+    let bound = loop {
+        let pods = env.pods().list(&Default::default()).await?.items;
+        let bound: Vec<Pod> = pods
+            .into_iter()
+            .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some())
+            .collect();
+        if bound.len() >= 4 || Instant::now() > deadline {
+            break bound;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(bound.len(), 4, "one pod per device");
+    tokio::time::sleep(STAYS_PENDING).await;
+    let allocated = allocations(&env).await?;
+    assert_eq!(allocated.len(), 4, "{allocated:?}");
+    let still: usize = env
+        .pods()
+        .list(&Default::default())
+        .await?
+        .items
+        .iter()
+        .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some())
+        .count();
+    assert_eq!(still, 4, "no pod bound after the devices ran out");
+    Ok(())
+}
