@@ -19,14 +19,13 @@
 //!   are, through the `shape` arg (default: emptier scores higher, as
 //!   `StorageCapacityScoring` is on by default in v1.37), averaged over classes.
 //! - Reserve ([`bind`]): the chosen static volumes are assumed taken, so the
-//!   next pod's Filter does not pick them; Unreserve gives them back.
+//!   next pod's Filter does not pick them, and the claims to provision are
+//!   assumed to carry the chosen node as `selected-node` (kube-scheduler's
+//!   PVC assume cache), so a second pod sharing such a claim fits that node
+//!   only, as it will once PreBind's write shows; Unreserve gives both back.
 //! - PreBind: writes each static volume's `claimRef` and each provisioned
 //!   claim's selected node, then waits (polling once a second) until the PV
 //!   controller has bound every claim, at most `bindTimeoutSeconds`.
-//!
-//! Not done: kube-scheduler also assumes provisioned claims' selected node
-//! in its cache, so a second pod sharing a claim waits for the first; placer
-//! lets the second pod find the claim as it is in the cache.
 
 mod bind;
 mod find;
@@ -137,9 +136,18 @@ impl Default for VolumeBindingArgs {
 
 impl crate::plugins::CacheNeeds for VolumeBindingArgs {}
 
-/// Static volumes assumed for claims by Reserve and not yet bound: volume
-/// name to the claim's key.
-type Assumed = Arc<Mutex<HashMap<String, String>>>;
+/// What Reserve assumed and PreBind has not seen through yet (kube-scheduler's
+/// PV and PVC assume caches, for the two fields its Reserve changes).
+#[derive(Debug, Clone, Default)]
+struct AssumedTable {
+    /// Static volumes taken for claims: volume name to the claim's key.
+    volumes: HashMap<String, String>,
+    /// Claims to be provisioned: the claim's key to the node it is selected
+    /// for.
+    selected: HashMap<String, String>,
+}
+
+type Assumed = Arc<Mutex<AssumedTable>>;
 
 /// The plugin.
 pub struct VolumeBinding {
@@ -192,7 +200,8 @@ crate::plugin!(
 pub(super) struct ClaimsState {
     /// Bound claims' volumes (`None`: the volume does not exist).
     bound: Vec<Option<RequiredNodeAffinity>>,
-    /// Unbound `WaitForFirstConsumer` claims.
+    /// Unbound `WaitForFirstConsumer` claims, with the node Reserve assumed
+    /// for a claim another pod is having provisioned.
     to_bind: Vec<ClaimInfo>,
     /// The volumes of those claims' classes, by class, by name (listed once
     /// per cycle, as kube-scheduler's PreFilter lists them).
@@ -330,11 +339,19 @@ impl PreFilterPlugin for VolumeBinding {
             // kube-scheduler walks its cache in no set order; by name is one order.
             list.sort_by(|a, b| a.name.cmp(&b.name));
         }
-        let assumed = if to_bind.is_empty() {
-            HashMap::new()
+        let AssumedTable {
+            volumes: assumed,
+            selected,
+        } = if to_bind.is_empty() {
+            AssumedTable::default()
         } else {
             self.assumed.lock().clone()
         };
+        for claim in &mut to_bind {
+            if claim.selected_node.is_none() {
+                claim.selected_node = selected.get(&claim.key()).cloned();
+            }
+        }
         state.write(ClaimsState {
             bound,
             to_bind,
