@@ -161,6 +161,9 @@ pub struct PodSpecInfo {
     pub required_features: FeatureSet,
     /// Disks named in-line in the pod's volumes, in volume order.
     pub inline_disks: Vec<InlineDisk>,
+    /// The drivers of the pod's in-line CSI volumes (VolumeBinding's
+    /// queueing hint for CSIDriver updates reads them).
+    pub inline_csi_drivers: Vec<String>,
 }
 
 /// A PersistentVolumeClaim one of the pod's volumes needs.

@@ -29,6 +29,7 @@
 
 mod bind;
 mod find;
+mod hints;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -37,10 +38,8 @@ use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
 use crate::cache::ClusterState;
-use crate::cache::events::kinds;
-use crate::framework::queueing::{ActionType, EventResource};
 use crate::framework::{
-    CycleState, EnqueueExtensions, EventHint, FilterPlugin, NodeScore, PreFilterPlugin,
+    CycleState, FilterPlugin, NodeScore, PreFilterPlugin,
     PreScorePlugin, ScorePlugin, Status,
 };
 use crate::objects::Keyed;
@@ -51,7 +50,6 @@ use crate::plugins::node_affinity::RequiredNodeAffinity;
 use crate::plugins::node_resources_fit::{
     MAX_CUSTOM_PRIORITY_SCORE, UtilizationShapePoint, broken_linear, validate_shape,
 };
-use crate::plugins::volume_zone::claim_of_pod;
 pub use find::PodVolumes;
 
 /// Plugin name in the policy.
@@ -477,30 +475,6 @@ impl VolumeBinding {
             })
             .sum();
         (total as f64 / classes.len() as f64).round() as i64
-    }
-}
-
-impl EnqueueExtensions for VolumeBinding {
-    /// kube-scheduler's registrations. Kind events carry the key only, so
-    /// only claim events are narrowed (to the pod's claims).
-    fn events_to_register(&self) -> Vec<EventHint> {
-        let any_change = ActionType::ADD | ActionType::UPDATE;
-        vec![
-            EventHint::always(EventResource::Kind(kinds::STORAGE_CLASS), any_change),
-            EventHint::when(
-                EventResource::Kind(kinds::PERSISTENT_VOLUME_CLAIM),
-                any_change,
-                |pod, change| claim_of_pod(pod, change, true),
-            ),
-            EventHint::always(EventResource::Kind(kinds::PERSISTENT_VOLUME), any_change),
-            EventHint::always(
-                EventResource::Node,
-                ActionType::ADD | ActionType::UPDATE_NODE_LABEL | ActionType::UPDATE_NODE_TAINT,
-            ),
-            EventHint::always(EventResource::Kind(kinds::CSI_NODE), any_change),
-            EventHint::always(EventResource::Kind(kinds::CSI_DRIVER), ActionType::UPDATE),
-            EventHint::always(EventResource::Kind(kinds::CSI_STORAGE_CAPACITY), any_change),
-        ]
     }
 }
 
