@@ -396,6 +396,42 @@ impl Storage {
     }
 }
 
+/// Waits until kube-controller-manager has completed the binding of every claim of the attempt
+/// that names its volume: both schedulers read a claim as bound only once it carries
+/// `pv.kubernetes.io/bind-completed`, and a pod created before would race the PV binder.
+pub(super) async fn claims_bound(env: &TestEnv, attempt: &str) -> anyhow::Result<()> {
+    let claims = Api::<PersistentVolumeClaim>::namespaced(env.client().clone(), env.namespace());
+    let params = ListParams::default().labels(&format!("{ATTEMPT_LABEL}={attempt}"));
+    env.poll(
+        "the PV binder to bind the pre-bound claims",
+        OUTCOME_TIMEOUT,
+        || async {
+            let waiting: Vec<String> = claims
+                .list(&params)
+                .await?
+                .items
+                .into_iter()
+                .filter(|c| {
+                    let named = c.spec.as_ref().is_some_and(|s| s.volume_name.is_some());
+                    let done = c
+                        .metadata
+                        .annotations
+                        .as_ref()
+                        .is_some_and(|a| a.contains_key("pv.kubernetes.io/bind-completed"));
+                    named && !done
+                })
+                .filter_map(|c| c.metadata.name)
+                .collect();
+            Ok(if waiting.is_empty() {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(format!("not bound yet: {waiting:?}"))
+            })
+        },
+    )
+    .await
+}
+
 fn volume(source: Source, mode: &'static str) -> Volume {
     Volume {
         source,
