@@ -11,6 +11,7 @@
 //! bounded: past [`MAX_PENDING_EVENTS`] it collapses into one wildcard
 //! event, which moves every waiting pod (a relist does the same).
 
+use std::any::Any;
 use std::collections::VecDeque;
 use std::fmt;
 use std::ops::BitOr;
@@ -192,10 +193,17 @@ pub enum Change {
         /// After.
         new: Option<Arc<PodInfo>>,
     },
-    /// An object of a kind kept by key: its `namespace/name` (or `name`).
+    /// An object of a kind kept by key: its `namespace/name` (or `name`),
+    /// and its record (the kind's type in the cluster state) before and
+    /// after, `None` before an add or after a delete, for the hints that
+    /// compare the two as kube-scheduler's do.
     Object {
         /// The key.
         key: String,
+        /// Before.
+        old: Option<Arc<dyn Any + Send + Sync>>,
+        /// After.
+        new: Option<Arc<dyn Any + Send + Sync>>,
     },
     /// No object (wildcard events).
     Nothing,
@@ -215,9 +223,29 @@ impl Change {
     /// The key of the object, when the change is about a kind kept by key.
     pub fn object_key(&self) -> Option<&str> {
         match self {
-            Change::Object { key } => Some(key),
+            Change::Object { key, .. } => Some(key),
             _ => None,
         }
+    }
+
+    /// A change of the kind-kept object `key` from `old` to `new`.
+    pub fn object<T: Any + Send + Sync>(key: &str, old: Option<T>, new: Option<T>) -> Self {
+        let share = |o: T| Arc::new(o) as Arc<dyn Any + Send + Sync>;
+        Change::Object {
+            key: key.to_owned(),
+            old: old.map(share),
+            new: new.map(share),
+        }
+    }
+
+    /// The record before and after, when the change is about a kind kept by
+    /// key whose records are `T`s. A hint that gets `None` answers `Queue`,
+    /// as kube-scheduler's do on an object of the wrong type.
+    pub fn objects<T: Any>(&self) -> Option<(Option<&T>, Option<&T>)> {
+        let Change::Object { old, new, .. } = self else {
+            return None;
+        };
+        Some((downcast(old.as_ref())?, downcast(new.as_ref())?))
     }
 
     /// The pod before and after, when the change is about a pod.
@@ -226,6 +254,15 @@ impl Change {
             Change::Pod { old, new } => Some((old.as_deref(), new.as_deref())),
             _ => None,
         }
+    }
+}
+
+/// `Some(None)` for no record, `Some(Some(t))` for a `T`, `None` for a
+/// record of another type.
+fn downcast<T: Any>(record: Option<&Arc<dyn Any + Send + Sync>>) -> Option<Option<&T>> {
+    match record.map(|r| &**r) {
+        None => Some(None),
+        Some(any) => any.downcast_ref::<T>().map(Some),
     }
 }
 

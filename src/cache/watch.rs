@@ -54,9 +54,9 @@ struct Applied {
     /// The cluster event, when the queue reads them and something a plugin
     /// reads changed.
     event: Option<Observed>,
-    /// For a kind kept by key: the object's key and what happened to it
+    /// For a kind kept by key: what happened to the object, and the change
     /// (the event is named after the sink's kind).
-    object: Option<(String, ActionType)>,
+    object: Option<(ActionType, Change)>,
 }
 
 /// How one kind of object reaches the cluster state.
@@ -223,7 +223,7 @@ async fn watch_keyed<K, R>(client: &Client, cache: &Arc<Cache>, kind: &'static s
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
     K::DynamicType: Default,
-    R: Stored + for<'a> From<&'a K> + Send + 'static,
+    R: Stored + for<'a> From<&'a K> + Clone + Send + Sync + 'static,
 {
     let sink = Sink {
         kind,
@@ -231,15 +231,18 @@ where
         // The extender's filters do not read these kinds (they are watched in
         // standalone mode only), so no node is reported as changed.
         apply: |s, r, events| {
-            let key = events.then(|| r.key());
             let store = s.objects_mut::<R>();
-            let object = key.map(|key| {
-                let action = if store.get(&key).is_some() {
+            // Copies of the record before and after for the hints: these
+            // kinds change seldom, and only when the queue reads events.
+            let object = events.then(|| {
+                let key = r.key();
+                let old = store.get(&key).cloned();
+                let action = if old.is_some() {
                     ActionType::UPDATE_OTHER
                 } else {
                     ActionType::ADD
                 };
-                (key, action)
+                (action, Change::object(&key, old, Some(r.clone())))
             });
             store.apply(r);
             Applied {
@@ -249,9 +252,14 @@ where
         },
         delete: |s, k: &K, events| {
             let key = object_key(k.meta());
-            s.objects_mut::<R>().delete(&key);
+            let store = s.objects_mut::<R>();
+            let object = events.then(|| {
+                let old = store.get(&key).cloned();
+                (ActionType::DELETE, Change::object::<R>(&key, old, None))
+            });
+            store.delete(&key);
             Applied {
-                object: events.then_some((key, ActionType::DELETE)),
+                object,
                 ..Applied::default()
             }
         },
@@ -347,9 +355,12 @@ where
             } else {
                 ActionType::ADD
             };
+            // The new record only: the hints read the key, and the old one
+            // lives in the DRA store in another shape.
+            let object = events.then(|| (action, Change::object(&key, None, Some(o.clone()))));
             K::apply(s, o);
             Applied {
-                object: events.then_some((key, action)),
+                object,
                 ..Applied::default()
             }
         },
@@ -357,7 +368,12 @@ where
             let key = object_key(k.meta());
             K::delete(s, &key);
             Applied {
-                object: events.then_some((key, ActionType::DELETE)),
+                object: events.then(|| {
+                    (
+                        ActionType::DELETE,
+                        Change::object::<Arc<K>>(&key, None, None),
+                    )
+                }),
                 ..Applied::default()
             }
         },
@@ -447,10 +463,10 @@ fn apply_step<K, R>(cache: &Cache, sink: &Sink<K, R>, step: Step<K, R>) {
     if let Some(event) = applied.event {
         cache.events().push(event);
     }
-    if let Some((key, actions)) = applied.object {
+    if let Some((actions, change)) = applied.object {
         cache.events().push(Observed {
             event: ClusterEvent::new(EventResource::Kind(sink.kind), actions),
-            change: Change::Object { key },
+            change,
         });
     }
 }

@@ -32,6 +32,9 @@ pub fn migrated_driver(plugin: &str) -> Option<&'static str> {
         .map(|(_, driver)| *driver)
 }
 
+/// The CSINode annotation listing the in-tree plugins migrated on the node.
+pub const MIGRATED_PLUGINS: &str = "storage.alpha.kubernetes.io/migrated-plugins";
+
 /// A CSINode: the drivers installed on a node and their volume limits.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct CsiNodeInfo {
@@ -39,6 +42,10 @@ pub struct CsiNodeInfo {
     pub name: String,
     /// Each installed driver's `allocatable.count` (`None`: no limit).
     pub drivers: BTreeMap<String, Option<i32>>,
+    /// The `storage.alpha.kubernetes.io/migrated-plugins` annotation: the
+    /// in-tree plugins migrated to CSI on the node (VolumeBinding's queueing
+    /// hint retries a pod when it changes).
+    pub migrated_plugins: Option<String>,
 }
 
 impl Keyed for CsiNodeInfo {
@@ -57,6 +64,12 @@ impl From<&CSINode> for CsiNodeInfo {
                 .iter()
                 .map(|d| (d.name.clone(), d.allocatable.as_ref().and_then(|a| a.count)))
                 .collect(),
+            migrated_plugins: n
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(MIGRATED_PLUGINS))
+                .cloned(),
         }
     }
 }

@@ -274,9 +274,11 @@ impl FilterPlugin for NodeVolumeLimits {
 impl EnqueueExtensions for NodeVolumeLimits {
     fn events_to_register(&self) -> Vec<EventHint> {
         vec![
-            EventHint::always(
+            EventHint::always(EventResource::Kind(kinds::CSI_NODE), ActionType::ADD),
+            EventHint::when(
                 EventResource::Kind(kinds::CSI_NODE),
-                ActionType::ADD | ActionType::UPDATE,
+                ActionType::UPDATE,
+                limit_grew,
             ),
             EventHint::when(
                 EventResource::AssignedPod,
@@ -295,6 +297,20 @@ impl EnqueueExtensions for NodeVolumeLimits {
             ),
         ]
     }
+}
+
+/// `isSchedulableAfterCSINodeUpdated`: a driver's limit grew (no limit
+/// counts as 0, as kube-scheduler compares them).
+fn limit_grew(_: &PodInfo, change: &Change) -> QueueingHint {
+    let Some((Some(old), Some(new))) = change.objects::<CsiNodeInfo>() else {
+        return QueueingHint::Queue;
+    };
+    let limit = |node: &CsiNodeInfo, driver: &str| node.drivers.get(driver).copied().flatten();
+    queue_if(
+        new.drivers
+            .keys()
+            .any(|d| limit(new, d).unwrap_or(0) > limit(old, d).unwrap_or(0)),
+    )
 }
 
 /// `isSchedulableAfterAssignedPodDeleted`: the deleted pod was placed and

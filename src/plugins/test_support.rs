@@ -379,3 +379,26 @@ pub(crate) fn pod_event(
 pub(crate) fn target_pod_updated(old: PodInfo, new: PodInfo) -> Observed {
     pod_event(EventResource::TargetPod, Some(old), Some(new))
 }
+
+/// A record of kind `kind` (a kind kept by key) going from `old` to `new`,
+/// with the action the watch gives it (an add without `old`, a delete
+/// without `new`, else an update).
+pub(crate) fn object_event<T>(kind: &'static str, old: Option<T>, new: Option<T>) -> Observed
+where
+    T: crate::objects::Keyed + Send + Sync + 'static,
+{
+    let actions = match (&old, &new) {
+        (None, _) => ActionType::ADD,
+        (Some(_), None) => ActionType::DELETE,
+        (Some(_), Some(_)) => ActionType::UPDATE_OTHER,
+    };
+    let key = new
+        .as_ref()
+        .or(old.as_ref())
+        .map(|o| o.key())
+        .unwrap_or_default();
+    Observed {
+        event: ClusterEvent::new(EventResource::Kind(kind), actions),
+        change: Change::object(&key, old, new),
+    }
+}

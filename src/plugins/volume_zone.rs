@@ -196,7 +196,11 @@ impl FilterPlugin for VolumeZone {
 impl EnqueueExtensions for VolumeZone {
     fn events_to_register(&self) -> Vec<EventHint> {
         vec![
-            EventHint::always(EventResource::Kind(kinds::STORAGE_CLASS), ActionType::ADD),
+            EventHint::when(
+                EventResource::Kind(kinds::STORAGE_CLASS),
+                ActionType::ADD,
+                waiting_class_added,
+            ),
             EventHint::always(
                 EventResource::Node,
                 ActionType::ADD | ActionType::UPDATE_NODE_LABEL,
@@ -206,11 +210,32 @@ impl EnqueueExtensions for VolumeZone {
                 ActionType::ADD | ActionType::UPDATE,
                 |pod, change| claim_of_pod(pod, change, false),
             ),
-            EventHint::always(
+            EventHint::when(
                 EventResource::Kind(kinds::PERSISTENT_VOLUME),
                 ActionType::ADD | ActionType::UPDATE,
+                volume_topology_changed,
             ),
         ]
+    }
+}
+
+/// `isSchedulableAfterStorageClassAdded`: only a `WaitForFirstConsumer`
+/// class lets an unbound claim through.
+fn waiting_class_added(_: &PodInfo, change: &Change) -> QueueingHint {
+    match change.objects::<StorageClassInfo>() {
+        Some((_, Some(class))) => queue_if(class.wait_for_first_consumer == Some(true)),
+        _ => QueueingHint::Queue,
+    }
+}
+
+/// `isSchedulableAfterPersistentVolumeChange`: a new volume, or one whose
+/// zone or region labels changed.
+fn volume_topology_changed(_: &PodInfo, change: &Change) -> QueueingHint {
+    match change.objects::<VolumeInfo>() {
+        Some((Some(old), Some(new))) => {
+            queue_if(!volume_topologies(old).eq(volume_topologies(new)))
+        }
+        _ => QueueingHint::Queue,
     }
 }
 
@@ -365,12 +390,45 @@ mod tests {
     }
 
     #[test]
+    fn class_and_volume_events_queue_only_what_can_help() {
+        use crate::plugins::test_support::{hint, object_event};
+        let pod = PodBuilder::new("p")
+            .namespace("default")
+            .claims(&[VolumeClaim::named("data")])
+            .build();
+        let moves = |event| hint(&VolumeZone, &pod, event) == QueueingHint::Queue;
+        let class = |waits: Option<bool>| StorageClassInfo {
+            name: "c".into(),
+            wait_for_first_consumer: waits,
+            ..Default::default()
+        };
+        let sc = kinds::STORAGE_CLASS;
+        assert!(moves(object_event(sc, None, Some(class(Some(true))))));
+        assert!(!moves(object_event(sc, None, Some(class(Some(false))))), "Immediate");
+        assert!(!moves(object_event(sc, None, Some(class(None)))), "no binding mode");
+        assert!(!moves(object_event(sc, Some(class(None)), Some(class(Some(true))))), "update");
+        let volume = |labels: &[(&str, &str)]| VolumeInfo {
+            name: "v".into(),
+            labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            ..Default::default()
+        };
+        let pv = kinds::PERSISTENT_VOLUME;
+        assert!(moves(object_event(pv, None, Some(volume(&[])))));
+        assert!(moves(object_event(pv, Some(volume(&[(ZONE, "a")])), Some(volume(&[(ZONE, "b")])))));
+        assert!(moves(object_event(pv, Some(volume(&[])), Some(volume(&[(BETA_REGION, "r")])))));
+        assert!(
+            !moves(object_event(pv, Some(volume(&[(ZONE, "a")])), Some(volume(&[(ZONE, "a"), ("x", "y")])))),
+            "a label outside the topology keys cannot help"
+        );
+    }
+
+    #[test]
     fn claim_events_queue_only_the_pods_claims() {
         let pod = PodBuilder::new("p")
             .namespace("default")
             .claims(&[VolumeClaim::named("data")])
             .build();
-        let change = |key: &str| Change::Object { key: key.into() };
+        let change = |key: &str| Change::object::<VolumeInfo>(key, None, None);
         assert_eq!(claim_of_pod(&pod, &change("default/data"), false), QueueingHint::Queue);
         assert_eq!(claim_of_pod(&pod, &change("other/data"), false), QueueingHint::Skip);
         assert_eq!(claim_of_pod(&pod, &change("default/x"), false), QueueingHint::Skip);

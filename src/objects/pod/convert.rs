@@ -236,6 +236,12 @@ fn spec_from_api(
                 })
             })
             .collect(),
+        inline_csi_drivers: spec
+            .volumes
+            .iter()
+            .flatten()
+            .filter_map(|v| v.csi.as_ref().map(|c| c.driver.clone()))
+            .collect(),
     }
 }
 

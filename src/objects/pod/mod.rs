@@ -164,6 +164,9 @@ pub struct PodSpecInfo {
     /// `spec.resourceClaims` (Dynamic Resource Allocation), in spec order,
     /// each with its claim's name as far as the pod knows it.
     pub resource_claims: Vec<PodResourceClaim>,
+    /// The drivers of the pod's in-line CSI volumes (VolumeBinding's
+    /// queueing hint for CSIDriver updates reads them).
+    pub inline_csi_drivers: Vec<String>,
 }
 
 /// One of a pod's `spec.resourceClaims` with its ResourceClaim's name

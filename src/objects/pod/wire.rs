@@ -188,6 +188,13 @@ struct WireVolume {
     rbd: Option<RBDVolumeSource>,
     azure_disk: Option<AzureDiskVolumeSource>,
     portworx_volume: Option<PortworxVolumeSource>,
+    csi: Option<WireCsiVolume>,
+}
+
+#[derive(Deserialize)]
+struct WireCsiVolume {
+    #[serde(default)]
+    driver: String,
 }
 
 #[derive(Deserialize)]
@@ -354,6 +361,12 @@ impl WireSpec {
                         portworx: v.portworx_volume.as_ref(),
                     })
                 })
+                .collect(),
+            inline_csi_drivers: self
+                .volumes
+                .iter()
+                .flatten()
+                .filter_map(|v| v.csi.as_ref().map(|c| c.driver.clone()))
                 .collect(),
             pvc_claims: self
                 .volumes

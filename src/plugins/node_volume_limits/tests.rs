@@ -19,6 +19,7 @@ fn cluster(limit: Option<i32>) -> ClusterState {
         c.objects_mut::<CsiNodeInfo>().apply(CsiNodeInfo {
             name: "n".into(),
             drivers: BTreeMap::from([(EBS.to_string(), Some(limit)), (GCE.to_string(), None)]),
+            ..Default::default()
         });
     }
     for i in 0..4 {
@@ -183,4 +184,26 @@ fn hints() {
     let mut empty = pod("old", &[]);
     empty.node_name = Some("n".into());
     assert_eq!(deleted_pod_may_help(&p, &deleted(empty)), QueueingHint::Skip);
+}
+
+#[test]
+fn csi_node_updates_queue_only_when_a_limit_grows() {
+    use crate::plugins::test_support::{hint, object_event};
+    let p = pod("p", &["csi-0"]);
+    let moves = |event| hint(&NodeVolumeLimits, &p, event) == QueueingHint::Queue;
+    let node = |limits: &[(&str, Option<i32>)]| CsiNodeInfo {
+        name: "n".into(),
+        drivers: limits.iter().map(|(d, l)| (d.to_string(), *l)).collect(),
+        ..Default::default()
+    };
+    let csi_node = kinds::CSI_NODE;
+    assert!(moves(object_event(csi_node, None, Some(node(&[])))), "any new CSINode");
+    assert!(moves(object_event(csi_node, Some(node(&[(EBS, Some(1))])), Some(node(&[(EBS, Some(2))])))));
+    assert!(moves(object_event(csi_node, Some(node(&[])), Some(node(&[(GCE, Some(1))])))), "a new driver");
+    assert!(!moves(object_event(csi_node, Some(node(&[(EBS, Some(2))])), Some(node(&[(EBS, Some(1))])))));
+    assert!(
+        !moves(object_event(csi_node, Some(node(&[(EBS, Some(2))])), Some(node(&[(EBS, None)])))),
+        "no limit counts as 0, as kube-scheduler compares them"
+    );
+    assert!(!moves(object_event(csi_node, Some(node(&[(EBS, Some(1))])), Some(node(&[(EBS, Some(1))])))));
 }

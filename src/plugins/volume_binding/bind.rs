@@ -1,9 +1,11 @@
 //! VolumeBinding's Reserve, Unreserve and PreBind (kube-scheduler's
 //! `AssumePodVolumes`, `RevertAssumedPodVolumes` and `BindPodVolumes`).
 //!
-//! Reserve assumes the chosen static volumes in the plugin's own table, so
-//! the next pod's Filter skips them until the PV controller's binding shows
-//! in the cache. PreBind writes each volume's `claimRef` (read, checked
+//! Reserve assumes the chosen static volumes and the provisioned claims'
+//! selected node in the plugin's own table, so the next pod's Filter skips
+//! those volumes and places a pod sharing such a claim on that node only,
+//! until the PV controller's binding (or PreBind's annotation) shows in the
+//! cache. PreBind writes each volume's `claimRef` (read, checked
 //! still free, replaced with the read's resource version so a racing writer
 //! makes it fail rather than steal the volume) and each provisioned claim's
 //! selected node, then polls the claims once a second until all are bound,
@@ -40,7 +42,10 @@ impl ReservePlugin for VolumeBinding {
         let volumes: &PodVolumes = &volumes;
         let mut assumed = self.assumed.lock();
         for (claim, volume) in &volumes.static_bindings {
-            assumed.insert(volume.name.clone(), claim.key());
+            assumed.volumes.insert(volume.name.clone(), claim.key());
+        }
+        for (claim, _) in &volumes.provisions {
+            assumed.selected.insert(claim.key(), node.to_owned());
         }
         *claims.all_bound.lock() = volumes.is_empty();
         Status::success()
@@ -50,18 +55,24 @@ impl ReservePlugin for VolumeBinding {
         let Some(volumes) = state.read::<ClaimsState>().and_then(|c| c.on(node)) else {
             return;
         };
-        self.forget(&volumes);
+        self.forget(&volumes, node);
     }
 }
 
 impl VolumeBinding {
-    /// Takes the static volumes of `volumes` out of the assumed table (when
-    /// still assumed for their claims).
-    fn forget(&self, volumes: &PodVolumes) {
+    /// Takes the static volumes and provisioned claims of `volumes` on
+    /// `node` out of the assumed table (when still assumed for them).
+    fn forget(&self, volumes: &PodVolumes, node: &str) {
         let mut assumed = self.assumed.lock();
         for (claim, volume) in &volumes.static_bindings {
-            if assumed.get(&volume.name) == Some(&claim.key()) {
-                assumed.remove(&volume.name);
+            if assumed.volumes.get(&volume.name) == Some(&claim.key()) {
+                assumed.volumes.remove(&volume.name);
+            }
+        }
+        for (claim, _) in &volumes.provisions {
+            let key = claim.key();
+            if assumed.selected.get(&key).is_some_and(|n| n == node) {
+                assumed.selected.remove(&key);
             }
         }
     }
@@ -94,7 +105,7 @@ impl PreBindPlugin for VolumeBinding {
             };
             let result = self.bind_volumes(client, &volumes, node).await;
             // Bound or failed, the cache (or the next attempt) takes over.
-            self.forget(&volumes);
+            self.forget(&volumes, node);
             match result {
                 Ok(()) => Status::success(),
                 Err(e) => Status::error(e),

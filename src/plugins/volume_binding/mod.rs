@@ -19,17 +19,17 @@
 //!   are, through the `shape` arg (default: emptier scores higher, as
 //!   `StorageCapacityScoring` is on by default in v1.37), averaged over classes.
 //! - Reserve ([`bind`]): the chosen static volumes are assumed taken, so the
-//!   next pod's Filter does not pick them; Unreserve gives them back.
+//!   next pod's Filter does not pick them, and the claims to provision are
+//!   assumed to carry the chosen node as `selected-node` (kube-scheduler's
+//!   PVC assume cache), so a second pod sharing such a claim fits that node
+//!   only, as it will once PreBind's write shows; Unreserve gives both back.
 //! - PreBind: writes each static volume's `claimRef` and each provisioned
 //!   claim's selected node, then waits (polling once a second) until the PV
 //!   controller has bound every claim, at most `bindTimeoutSeconds`.
-//!
-//! Not done: kube-scheduler also assumes provisioned claims' selected node
-//! in its cache, so a second pod sharing a claim waits for the first; placer
-//! lets the second pod find the claim as it is in the cache.
 
 mod bind;
 mod find;
+mod hints;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -38,10 +38,8 @@ use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
 use crate::cache::ClusterState;
-use crate::cache::events::kinds;
-use crate::framework::queueing::{ActionType, EventResource};
 use crate::framework::{
-    CycleState, EnqueueExtensions, EventHint, FilterPlugin, NodeScore, PreFilterPlugin,
+    CycleState, FilterPlugin, NodeScore, PreFilterPlugin,
     PreScorePlugin, ScorePlugin, Status,
 };
 use crate::objects::Keyed;
@@ -52,7 +50,6 @@ use crate::plugins::node_affinity::RequiredNodeAffinity;
 use crate::plugins::node_resources_fit::{
     MAX_CUSTOM_PRIORITY_SCORE, UtilizationShapePoint, broken_linear, validate_shape,
 };
-use crate::plugins::volume_zone::claim_of_pod;
 pub use find::PodVolumes;
 
 /// Plugin name in the policy.
@@ -137,9 +134,18 @@ impl Default for VolumeBindingArgs {
 
 impl crate::plugins::CacheNeeds for VolumeBindingArgs {}
 
-/// Static volumes assumed for claims by Reserve and not yet bound: volume
-/// name to the claim's key.
-type Assumed = Arc<Mutex<HashMap<String, String>>>;
+/// What Reserve assumed and PreBind has not seen through yet (kube-scheduler's
+/// PV and PVC assume caches, for the two fields its Reserve changes).
+#[derive(Debug, Clone, Default)]
+struct AssumedTable {
+    /// Static volumes taken for claims: volume name to the claim's key.
+    volumes: HashMap<String, String>,
+    /// Claims to be provisioned: the claim's key to the node it is selected
+    /// for.
+    selected: HashMap<String, String>,
+}
+
+type Assumed = Arc<Mutex<AssumedTable>>;
 
 /// The plugin.
 pub struct VolumeBinding {
@@ -192,7 +198,8 @@ crate::plugin!(
 pub(super) struct ClaimsState {
     /// Bound claims' volumes (`None`: the volume does not exist).
     bound: Vec<Option<RequiredNodeAffinity>>,
-    /// Unbound `WaitForFirstConsumer` claims.
+    /// Unbound `WaitForFirstConsumer` claims, with the node Reserve assumed
+    /// for a claim another pod is having provisioned.
     to_bind: Vec<ClaimInfo>,
     /// The volumes of those claims' classes, by class, by name (listed once
     /// per cycle, as kube-scheduler's PreFilter lists them).
@@ -330,11 +337,19 @@ impl PreFilterPlugin for VolumeBinding {
             // kube-scheduler walks its cache in no set order; by name is one order.
             list.sort_by(|a, b| a.name.cmp(&b.name));
         }
-        let assumed = if to_bind.is_empty() {
-            HashMap::new()
+        let AssumedTable {
+            volumes: assumed,
+            selected,
+        } = if to_bind.is_empty() {
+            AssumedTable::default()
         } else {
             self.assumed.lock().clone()
         };
+        for claim in &mut to_bind {
+            if claim.selected_node.is_none() {
+                claim.selected_node = selected.get(&claim.key()).cloned();
+            }
+        }
         state.write(ClaimsState {
             bound,
             to_bind,
@@ -460,30 +475,6 @@ impl VolumeBinding {
             })
             .sum();
         (total as f64 / classes.len() as f64).round() as i64
-    }
-}
-
-impl EnqueueExtensions for VolumeBinding {
-    /// kube-scheduler's registrations. Kind events carry the key only, so
-    /// only claim events are narrowed (to the pod's claims).
-    fn events_to_register(&self) -> Vec<EventHint> {
-        let any_change = ActionType::ADD | ActionType::UPDATE;
-        vec![
-            EventHint::always(EventResource::Kind(kinds::STORAGE_CLASS), any_change),
-            EventHint::when(
-                EventResource::Kind(kinds::PERSISTENT_VOLUME_CLAIM),
-                any_change,
-                |pod, change| claim_of_pod(pod, change, true),
-            ),
-            EventHint::always(EventResource::Kind(kinds::PERSISTENT_VOLUME), any_change),
-            EventHint::always(
-                EventResource::Node,
-                ActionType::ADD | ActionType::UPDATE_NODE_LABEL | ActionType::UPDATE_NODE_TAINT,
-            ),
-            EventHint::always(EventResource::Kind(kinds::CSI_NODE), any_change),
-            EventHint::always(EventResource::Kind(kinds::CSI_DRIVER), ActionType::UPDATE),
-            EventHint::always(EventResource::Kind(kinds::CSI_STORAGE_CAPACITY), any_change),
-        ]
     }
 }
 

@@ -1,6 +1,8 @@
 //! The seeded case generator: nodes (capacity, labels, taints, bound pods) and the pod under
-//! test (requests, selectors, affinity, tolerations, host ports), as API objects per side.
+//! test (requests, selectors, affinity, tolerations, host ports, claims), as API objects per side;
+//! the storage is `storage`'s.
 
+use super::storage::{self, Storage};
 use super::*;
 
 const DISK: &str = "e2e.placer.io/disk";
@@ -68,6 +70,8 @@ struct Load {
     gpus: u32,
     port: Option<HostPort>,
     class: Class,
+    /// Claims of the case's storage the pod mounts (bound pods holding volumes).
+    claims: Vec<usize>,
 }
 
 #[derive(Clone, Debug)]
@@ -108,6 +112,7 @@ pub(super) struct Case {
     index: usize,
     nodes: Vec<NodeSpec>,
     pod: PodSpec,
+    pub(super) storage: Storage,
 }
 
 const DISKS: &[&str] = &["ssd", "hdd"];
@@ -169,7 +174,36 @@ impl Case {
         for n in &mut nodes {
             n.declares_restart_all = rng.chance(50);
         }
-        Self { index, nodes, pod }
+        // Storage from a stream of its own, so the draws above stay as they were.
+        let storage = Storage::generate(seed, index, nodes.len());
+        for (n, zone) in nodes.iter_mut().zip(&storage.zones) {
+            if let Some(zone) = zone {
+                n.labels.push((storage::ZONE, (*zone).to_owned()));
+                n.labels.push((storage::REGION, "r1".to_owned()));
+            }
+        }
+        if storage.focused {
+            for n in &mut nodes {
+                n.unschedulable = false;
+                n.taints
+                    .retain(|&(_, _, effect)| effect == "PreferNoSchedule");
+            }
+            pod.node_selector.clear();
+            pod.terms.clear();
+            pod.pinned = None;
+        }
+        for (i, claims) in &storage.holders {
+            nodes[*i].occupants.push(Load {
+                claims: claims.clone(),
+                ..Load::default()
+            });
+        }
+        Self {
+            index,
+            nodes,
+            pod,
+            storage,
+        }
     }
 
     fn node(rng: &mut Rng) -> NodeSpec {
@@ -235,6 +269,8 @@ impl Case {
             }),
             // Drawn last, in `generate`.
             class: Class::None,
+            // The pod's claims are the storage's (`Storage::pod_claims`).
+            claims: Vec::new(),
         };
         let init_cpu_m = rng.chance(15).then(|| rng.pick(&[1500, 3000, 5000]));
         let mut node_selector = Vec::new();
@@ -335,6 +371,9 @@ impl Case {
                     if let Some(class) = classes.name(load.class) {
                         spec["priorityClassName"] = json!(class);
                     }
+                    if !load.claims.is_empty() {
+                        spec["volumes"] = Storage::volumes(side, &load.claims);
+                    }
                     pod_object(&format!("{}-o{i}-{j}", side.tag), side, "bound", spec)
                 })
             })
@@ -393,6 +432,9 @@ impl Case {
                 "memory": format!("{}Mi", load.memory_mi + memory + 64),
             } });
         }
+        if !self.storage.is_empty() {
+            spec["volumes"] = Storage::volumes(side, self.storage.pod_claims());
+        }
         if self.pod.restart_all {
             spec["containers"][0]["restartPolicy"] = json!("Never");
             spec["containers"][0]["restartPolicyRules"] = json!([{
@@ -440,6 +482,7 @@ impl Case {
                 .map(|n| n.occupants.iter().map(|o| o.class).collect::<Vec<_>>())
                 .collect::<Vec<_>>()
         );
+        let _ = writeln!(out, "  storage: {}", self.storage.describe());
         let pod = serde_json::to_value(self.pod(&side, &classes)).unwrap_or_default();
         let _ = write!(out, "  pod spec: {}", pod["spec"]);
         out

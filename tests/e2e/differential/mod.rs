@@ -9,17 +9,23 @@
 //! `hostPort`, with a node already holding a pod on that port (same or other protocol and host
 //! IP); sometimes pod-level `spec.resources` requests over the containers'; sometimes a container
 //! restart rule with action `RestartAllContainers`, which needs nodes declaring
-//! `RestartAllContainersOnContainerExits` in `status.declaredFeatures` (some do).
+//! `RestartAllContainersOnContainerExits` in `status.declaredFeatures` (some do). Most cases also
+//! get storage ([`storage`]): claims bound to local, zoned or CSI volumes, unbound `Immediate`
+//! claims, unbound `WaitForFirstConsumer` claims with free static local volumes or a
+//! provisioning class, a `ReadWriteOncePod` claim in use, CSINodes with per-driver limits and
+//! zoned nodes; every copy has its own volumes, claims and CSINodes, and the classes are shared.
 //! placer in standalone mode and stock kube-scheduler each get a copy of the pod.
 //! kube-scheduler runs its default profile with only the plugins placer lacks disabled by name
 //! ([`PLACER_LACKS`]); placer runs the rest in the same order ([`comparable_plugins`]: `NodeName`,
 //! `NodeUnschedulable`, `TaintToleration`, `NodeAffinity`, `NodePorts`, `NodeResourcesFit`,
-//! `VolumeBinding`, `PodTopologySpread`, `InterPodAffinity`, the PostFilter `DefaultPreemption`,
+//! `VolumeRestrictions`, `NodeVolumeLimits`, `VolumeBinding`, `VolumeZone`, `PodTopologySpread`, `InterPodAffinity`, the PostFilter `DefaultPreemption`,
 //! the scores and `NodeDeclaredFeatures`, plus queue sort and gates). Bound pods and the case's pod get random priorities (no
 //! class, or the test's classes of value 10 and 1000), so some cases preempt: the pod's first
 //! `FailedScheduling` then says where it will go and how many pods it evicts, and it is bound
 //! once they are gone. The test asserts that for every case both agree on bound vs unschedulable
-//! (and bound at once vs after a failure) and on the first `FailedScheduling` message, byte for
+//! vs provisioning (a claim annotated with one of the copy's nodes to be provisioned there: no
+//! provisioner runs, so such a pod waits in PreBind), bound or provisioning at once vs after a
+//! failure, and on the first `FailedScheduling` message, byte for
 //! byte except for the node name in "found a potential placement for pod on node ...": among
 //! equally good candidates kube-scheduler's pick is arbitrary (a Go map's order, and "now" as
 //! the start time of kubelet-less pods), placer's the first by name.
@@ -34,11 +40,14 @@
 //! evaluates that node only and reports every other node as "node(s) didn't satisfy plugin(s)
 //! [NodeAffinity]".
 //!
-//! Stable "N". The message counts every node of the shared cluster, so both copies are created at
+//! The control plane is the test's own, with kube-controller-manager's PV binder: it completes
+//! the bindings PreBind starts, and the pre-bound claims are bound by it before any pod comes.
+//!
+//! Stable "N". The message counts every node of the cluster, so both copies are created at
 //! the same moment after a barrier proving both schedulers see every node and bound pod of the
-//! attempt (a probe pod per scheduler bound to a node created last). Tests running concurrently
-//! may still add or change nodes between the two schedulers' attempts; rather than comparing
-//! with a tolerance on N, a disagreeing case is run again on fresh nodes (up to
+//! attempt (a probe pod per scheduler bound to a node created last). A case can still race
+//! something (a scheduler's informer of another kind a moment behind, the PV binder); rather
+//! than trusting one run, a disagreeing case is run again on fresh nodes (up to
 //! [`MAX_ATTEMPTS`] in all) and only a disagreement that repeats fails the test. A real
 //! difference in plugin semantics repeats by construction; one that goes away is printed as
 //! transient.
@@ -61,25 +70,30 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use futures::{StreamExt as _, TryStreamExt as _};
-use k8s_openapi::api::core::v1::{Event, Node, Pod};
+use k8s_openapi::api::core::v1::{Event, Node, PersistentVolumeClaim, Pod};
 use kube::Api;
 use kube::api::{DeleteParams, ListParams, PostParams};
 use serde_json::{Value, json};
 
 use crate::harness::compare::{KubeSchedulerYaml, PLACER_LACKS, comparable_plugins, placer_policy};
+use crate::harness::controller_manager::ControllerManager;
 use crate::harness::{Placer, RUN_LABEL, Scheduler, TestEnv};
 
 mod generator;
+mod storage;
 
 use generator::Case;
 pub(crate) use generator::Rng;
+use storage::{CLAIM_COPY_LABEL, SELECTED_NODE, StorageClasses, claims_bound};
 
 /// Seed of the CI run (`PLACER_DIFF_SEED` overrides it; decimal or `0x` hex). Its first
-/// [`DEFAULT_CASES`] cases include a preemption (case 2) and a pod that finds no victims (case 3)
-/// besides plain fits and misfits.
+/// [`DEFAULT_CASES`] cases include preemptions (cases 18 and 20), a pod that finds no victims
+/// and a full CSI driver (case 0), a bound volume on another node (11), a volume zone (12), no
+/// volume to bind (15) and unbound immediate claims, besides plain fits and misfits.
 const DEFAULT_SEED: u64 = 6;
-/// Cases of the CI run (`PLACER_DIFF_CASES` overrides it).
-const DEFAULT_CASES: usize = 12;
+/// Cases of the CI run (`PLACER_DIFF_CASES` overrides it): 24, so that the rotation of storage
+/// kinds comes round three times.
+const DEFAULT_CASES: usize = 24;
 /// Runs of one case before a disagreement counts (see the module docs).
 const MAX_ATTEMPTS: usize = 3;
 /// Node label confining each copy of a case's pod to that copy's nodes.
@@ -99,7 +113,11 @@ const OUTCOME_TIMEOUT: Duration = Duration::from_mins(1);
 async fn placer_filters_agree_with_kube_scheduler() -> anyhow::Result<()> {
     let seed = env_number("PLACER_DIFF_SEED")?.unwrap_or(DEFAULT_SEED);
     let count = env_number("PLACER_DIFF_CASES")?.map_or(DEFAULT_CASES, |n| n as usize);
-    let env = TestEnv::new("differential").await?;
+    // A control plane of its own: kube-controller-manager's PV binder completes the bindings
+    // VolumeBinding's PreBind starts, and it must not bind other tests' claims.
+    let env = TestEnv::with_own_control_plane("differential").await?;
+    let _kcm = ControllerManager::start_pv_binder(&env).await?;
+    let storage_classes = StorageClasses::create(&env).await?;
     let names = Names {
         placer: env.name("placer"),
         kube: env.scheduler_name(),
@@ -126,7 +144,16 @@ async fn placer_filters_agree_with_kube_scheduler() -> anyhow::Result<()> {
     let mut todo: Vec<usize> = (0..count).collect();
     let mut transient = Vec::new();
     for attempt in 1..=MAX_ATTEMPTS {
-        let outcomes = run_attempt(&env, &names, &classes, &cases, &todo, attempt).await?;
+        let outcomes = run_attempt(
+            &env,
+            &names,
+            &classes,
+            &storage_classes,
+            &cases,
+            &todo,
+            attempt,
+        )
+        .await?;
         let mut disagreeing = Vec::new();
         for (&i, (placer, kube)) in todo.iter().zip(&outcomes) {
             if placer == kube {
@@ -151,7 +178,7 @@ async fn placer_filters_agree_with_kube_scheduler() -> anyhow::Result<()> {
     if !transient.is_empty() {
         eprintln!(
             "cases {transient:?} disagreed at first and agreed when run again on fresh nodes \
-             (the shared cluster changed between the two schedulers' attempts)"
+             (something raced between the two schedulers' attempts)"
         );
     }
     if !todo.is_empty() {
@@ -204,6 +231,9 @@ enum Outcome {
     Unschedulable(String),
     /// Reported unschedulable first, bound later (a stale view of the cluster).
     BoundAfterFailure(String),
+    /// Not bound, a claim annotated with one of the copy's nodes to be provisioned there (the
+    /// pod waits in PreBind for a provisioner); the first `FailedScheduling` before, if any.
+    Provisioning(Option<String>),
 }
 
 impl Outcome {
@@ -229,6 +259,7 @@ impl Outcome {
             Outcome::Bound => Outcome::Bound,
             Outcome::Unschedulable(m) => Outcome::Unschedulable(clean(m)),
             Outcome::BoundAfterFailure(m) => Outcome::BoundAfterFailure(clean(m)),
+            Outcome::Provisioning(m) => Outcome::Provisioning(m.map(clean)),
         }
     }
 }
@@ -239,6 +270,8 @@ impl std::fmt::Display for Outcome {
             Outcome::Bound => f.write_str("bound"),
             Outcome::Unschedulable(m) => write!(f, "unschedulable: {m:?}"),
             Outcome::BoundAfterFailure(m) => write!(f, "bound after failing with {m:?}"),
+            Outcome::Provisioning(None) => f.write_str("provisioning"),
+            Outcome::Provisioning(Some(m)) => write!(f, "provisioning after failing with {m:?}"),
         }
     }
 }
@@ -248,6 +281,7 @@ async fn run_attempt(
     env: &TestEnv,
     names: &Names,
     classes: &Classes,
+    storage_classes: &StorageClasses,
     cases: &[Case],
     todo: &[usize],
     attempt: usize,
@@ -270,7 +304,25 @@ async fn run_attempt(
         })
         .collect();
 
-    // Nodes, then the pods bound to them, then the barrier.
+    // Volumes, claims and CSINodes, then nodes, then the pods bound to them, then the barrier
+    // (which also gives both schedulers' storage informers a second).
+    let mut volumes = Vec::new();
+    let mut claims = Vec::new();
+    let mut csi_nodes = Vec::new();
+    for (i, side) in &copies {
+        let storage = &cases[*i].storage;
+        volumes.extend(storage.volume_objects(env, side, storage_classes)?);
+        claims.extend(storage.claim_objects(env, side, storage_classes)?);
+        csi_nodes.extend(storage.csi_nodes(side)?);
+    }
+    create_all(Api::all(env.client().clone()), volumes).await?;
+    create_all(
+        Api::<PersistentVolumeClaim>::namespaced(env.client().clone(), env.namespace()),
+        claims,
+    )
+    .await?;
+    create_all(Api::all(env.client().clone()), csi_nodes).await?;
+    claims_bound(env, &attempt_value).await?;
     let nodes: Vec<Node> = copies
         .iter()
         .flat_map(|(i, side)| cases[*i].nodes(env, side))
@@ -311,13 +363,13 @@ async fn run_attempt(
         let i = pair[0].0;
         let [placer, kube] = [&pair[0].1, &pair[1].1].map(|side| {
             let seen = &observed[&side.tag];
-            match &seen.node {
-                Some(node) if !node.starts_with(&format!("{}-", side.node_stem)) => {
-                    Err(anyhow::anyhow!(
-                        "case {i}: pod {} bound to {node}, not one of its own nodes",
-                        side.tag
-                    ))
-                }
+            let own = |node: &str| node.starts_with(&format!("{}-", side.node_stem));
+            match (&seen.node, &seen.selected) {
+                (Some(node), _) | (None, Some(node)) if !own(node) => Err(anyhow::anyhow!(
+                    "case {i}: pod {} bound to or provisioned for {node}, not one of its own \
+                     nodes",
+                    side.tag
+                )),
                 _ => Ok(seen.outcome().without_node_names(&side.node_stem)),
             }
         });
@@ -391,23 +443,26 @@ async fn barrier(env: &TestEnv, names: &Names, attempt: &str) -> anyhow::Result<
     Ok(())
 }
 
-/// A pod's binding and `FailedScheduling` messages, oldest first.
+/// A pod's binding, the node a claim of its copy was annotated to be provisioned on, and its
+/// `FailedScheduling` messages, oldest first.
 #[derive(Debug, Default)]
 struct Observed {
     node: Option<String>,
+    selected: Option<String>,
     failures: Vec<String>,
 }
 
 impl Observed {
     fn done(&self) -> bool {
-        self.node.is_some() || !self.failures.is_empty()
+        self.node.is_some() || self.selected.is_some() || !self.failures.is_empty()
     }
 
     fn outcome(&self) -> Outcome {
-        match (&self.node, self.failures.first()) {
-            (Some(_), None) => Outcome::Bound,
-            (Some(_), Some(m)) => Outcome::BoundAfterFailure(m.clone()),
-            (None, m) => Outcome::Unschedulable(m.cloned().unwrap_or_default()),
+        match (&self.node, &self.selected, self.failures.first()) {
+            (Some(_), _, None) => Outcome::Bound,
+            (Some(_), _, Some(m)) => Outcome::BoundAfterFailure(m.clone()),
+            (None, Some(_), m) => Outcome::Provisioning(m.cloned()),
+            (None, None, m) => Outcome::Unschedulable(m.cloned().unwrap_or_default()),
         }
     }
 }
@@ -458,11 +513,31 @@ async fn observe(env: &TestEnv, attempt: &str) -> anyhow::Result<HashMap<String,
                 name,
                 Observed {
                     node,
-                    failures: Vec::new(),
+                    ..Observed::default()
                 },
             ))
         })
         .collect();
+    let claims = Api::<PersistentVolumeClaim>::namespaced(env.client().clone(), env.namespace())
+        .list(&ListParams::default().labels(&format!("{ATTEMPT_LABEL}={attempt}")))
+        .await?;
+    for c in claims.items {
+        let copy = c
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(CLAIM_COPY_LABEL));
+        let node = c
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(SELECTED_NODE));
+        if let (Some(copy), Some(node)) = (copy, node)
+            && let Some(o) = seen.get_mut(copy)
+        {
+            o.selected = Some(node.clone());
+        }
+    }
     let events: Api<Event> = Api::namespaced(env.client().clone(), env.namespace());
     let mut list = events
         .list(&ListParams::default().fields("reason=FailedScheduling"))

@@ -35,6 +35,7 @@ mod leader;
 mod plugins;
 mod preemption;
 mod volume_compare;
+mod volume_race;
 mod volumes;
 
 /// Pod annotation of the shipped standalone profile's CapabilityFilter rule (`policy.yaml`).

@@ -13,7 +13,11 @@ use crate::harness::compare::{KubeSchedulerYaml, comparable_plugins, placer_poli
 use crate::harness::controller_manager::ControllerManager;
 
 /// A `WaitForFirstConsumer` class `<run id>-<suffix>` of `provisioner`; returns its name.
-async fn wffc_class(env: &TestEnv, suffix: &str, provisioner: &str) -> anyhow::Result<String> {
+pub(super) async fn wffc_class(
+    env: &TestEnv,
+    suffix: &str,
+    provisioner: &str,
+) -> anyhow::Result<String> {
     let name = env.name(suffix);
     let class: StorageClass = serde_json::from_value(json!({
         "metadata": { "name": name },
@@ -28,7 +32,11 @@ async fn wffc_class(env: &TestEnv, suffix: &str, provisioner: &str) -> anyhow::R
 }
 
 /// An available local volume of `class` on `node`, not claimed.
-async fn free_local_volume(env: &TestEnv, class: &str, node: &str) -> anyhow::Result<String> {
+pub(super) async fn free_local_volume(
+    env: &TestEnv,
+    class: &str,
+    node: &str,
+) -> anyhow::Result<String> {
     let name = format!("pv-{node}");
     let pv: PersistentVolume = serde_json::from_value(json!({
         "metadata": { "name": name },
@@ -50,7 +58,7 @@ async fn free_local_volume(env: &TestEnv, class: &str, node: &str) -> anyhow::Re
 }
 
 /// An unbound claim `name` of `class` asking for 1Gi.
-async fn unbound_claim(env: &TestEnv, name: &str, class: &str) -> anyhow::Result<()> {
+pub(super) async fn unbound_claim(env: &TestEnv, name: &str, class: &str) -> anyhow::Result<()> {
     let pvc: PersistentVolumeClaim = serde_json::from_value(json!({
         "metadata": { "name": name },
         "spec": {
@@ -67,7 +75,7 @@ async fn unbound_claim(env: &TestEnv, name: &str, class: &str) -> anyhow::Result
 }
 
 /// The claim as the API server has it now.
-async fn claim(env: &TestEnv, name: &str) -> anyhow::Result<PersistentVolumeClaim> {
+pub(super) async fn claim(env: &TestEnv, name: &str) -> anyhow::Result<PersistentVolumeClaim> {
     Ok(
         Api::<PersistentVolumeClaim>::namespaced(env.client().clone(), env.namespace())
             .get(name)

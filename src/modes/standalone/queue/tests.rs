@@ -429,7 +429,7 @@ async fn a_gated_pod_is_asked_again_on_its_gates_events() {
     assert_eq!(q.lengths().gated, 1, "not an event of the gate's plugin");
     let event = Observed {
         event: ClusterEvent::new(EventResource::Kind("resourceclaim"), ActionType::ADD),
-        change: Change::Object { key: "ns/c".into() },
+        change: Change::object::<()>("ns/c", None, None),
     };
     q.on_events(vec![event], &claim_added);
     assert_eq!(names(&q), ["p"]);

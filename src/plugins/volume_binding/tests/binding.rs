@@ -211,6 +211,30 @@ fn provisioning_follows_class_topology_capacity_and_selected_node() {
 }
 
 #[test]
+fn a_claim_being_provisioned_for_a_reserved_pod_keeps_a_second_pod_on_that_node() {
+    let mut c = cluster();
+    c.objects_mut::<ClaimInfo>().apply(wffc_claim("shared", "fast", 1));
+    let vb = VolumeBinding::default();
+    let (first, second) = (pod_with(&["shared"]), pod_with(&["shared"]));
+    let (mut state, v) = filter_all(&vb, &first, &c, &[node("a"), node("b")]);
+    assert!(v.iter().all(Status::is_success), "either node can provision");
+    assert!(vb.reserve(&mut state, &first, "a").is_success());
+    // kube-scheduler's Reserve assumes the claim with selected-node a: until
+    // PreBind's write shows in the cache, the second pod fits a only.
+    let (_, v) = filter_all(&vb, &second, &c, &[node("a"), node("b")]);
+    assert!(v[0].is_success(), "{}", v[0].message());
+    assert_eq!(v[1].message(), ERR_BIND_CONFLICT, "ns/shared is provisioned on a");
+    vb.unreserve(&mut state, &first, "a");
+    let (_, v) = filter_all(&vb, &second, &c, &[node("a"), node("b")]);
+    assert!(v.iter().all(Status::is_success), "given back at Unreserve");
+    // Reserved on b instead: the second pod now fits b only.
+    let (mut state, _) = filter_all(&vb, &first, &c, &[node("b")]);
+    assert!(vb.reserve(&mut state, &first, "b").is_success());
+    let (_, v) = filter_all(&vb, &second, &c, &[node("a")]);
+    assert_eq!(v[0].message(), ERR_BIND_CONFLICT, "now provisioned on b");
+}
+
+#[test]
 fn bound_and_unbound_reasons_come_together_in_kube_schedulers_order() {
     let mut c = cluster();
     c.objects_mut::<VolumeInfo>().apply(VolumeInfo {
