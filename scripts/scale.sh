@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The scale benchmark (docs/benchmarks.md, "Scheduling at scale"): six scheduler
+# The scale benchmark (docs/benchmarks.md, "Scheduling at scale"): scheduler
 # configurations schedule the same workloads on one control plane whose nodes are
 # kwok's fake nodes, one configuration at a time:
 #
@@ -7,9 +7,13 @@
 #   c. placer standalone                    d. kube-scheduler, placer's comparable plugins
 #   e. kube-scheduler + the floor (../shared/tools/floor) as extender
 #   f. placer --mode both: (c) while the test probes its extender verbs every 20 ms
+#   g. placer standalone, kube-scheduler's default profile (examples/default-profile.yaml),
+#      nodes sampled as (a) samples them (percentageOfNodesToScore 0: adaptive)
+#   h. (a) with percentageOfNodesToScore 100     i. (g) with percentageOfNodesToScore 100
 #
-# Workloads: SchedulingBasic (pods created while the scheduler runs) and pre-created
-# (pods exist before it starts). Builds the control plane, kwok, release placer and the
+# Workloads: SchedulingBasic (pods created while the scheduler runs), pre-created
+# (pods exist before it starts) and, when named, unschedulable (1,000 pods no node
+# takes; the CPU spent on them over a window while the nodes heartbeat). Builds the control plane, kwok, release placer and the
 # floor, then runs the e2e test `scale` (release build) once per size and prints its
 # tables (also written to $OUT/<size>.md).
 #
@@ -18,8 +22,9 @@
 # SCALE_TIMEOUT seconds.
 #
 # Knobs (environment): SCALE_SIZES (default "1000x3000 5000x10000"), SCALE_CONFIGS
-# (letters, default abcdef), SCALE_WORKLOADS (default basic,precreated), SCALE_OUT
-# (default target/scale-run), SCALE_TIMEOUT (per size, default 3600).
+# (letters, default abcdefghi), SCALE_WORKLOADS (default basic,precreated; add
+# unschedulable), SCALE_WINDOW (the unschedulable window, seconds, default 120),
+# SCALE_OUT (default target/scale-run), SCALE_TIMEOUT (per size, default 3600).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -39,8 +44,9 @@ cargo build --release --locked --bin placer
 CARGO_TARGET_DIR="$PWD/target/floor" cargo build --release --manifest-path ../shared/tools/floor/Cargo.toml
 export PLACER_E2E_PLACER_BIN="$PWD/target/release/placer"
 export PLACER_SCALE_FLOOR_BIN="$PWD/target/floor/release/floor"
-export PLACER_SCALE_CONFIGS=${SCALE_CONFIGS:-abcdef}
+export PLACER_SCALE_CONFIGS=${SCALE_CONFIGS:-abcdefghi}
 export PLACER_SCALE_WORKLOADS=${SCALE_WORKLOADS:-basic,precreated}
+export PLACER_SCALE_WINDOW=${SCALE_WINDOW:-120}
 export PLACER_E2E_RUST_LOG=${PLACER_E2E_RUST_LOG:-info}
 
 {
