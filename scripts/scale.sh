@@ -13,9 +13,11 @@
 #
 # Workloads: SchedulingBasic (pods created while the scheduler runs), pre-created
 # (pods exist before it starts) and, when named, unschedulable (1,000 pods no node
-# takes; the CPU spent on them over a window while the nodes heartbeat). Builds the control plane, kwok, release placer and the
-# floor, then runs the e2e test `scale` (release build) once per size and prints its
-# tables (also written to $OUT/<size>.md).
+# takes; the CPU spent on them over a window while the nodes heartbeat).
+#
+# Builds the control plane, kwok, release placer and (for e) the floor, then runs
+# the e2e test `scale` (release build) once per size and prints its tables (also
+# written to $OUT/<size>.md).
 #
 # Everything talks to 127.0.0.1 only. Bounds: each run must bind every pod within
 # 60 s + 20 ms per pod (else it fails); each size's test is killed after
@@ -39,12 +41,16 @@ PLACER_E2E_BIN_DIR=$(bash tests/cluster/build.sh | tail -n 1)
 PLACER_E2E_KWOK_DIR=$(bash tests/cluster/build-kwok.sh | tail -n 1)
 export PLACER_E2E_BIN_DIR PLACER_E2E_KWOK_DIR
 
-step "release placer and the floor"
-cargo build --release --locked --bin placer
-CARGO_TARGET_DIR="$PWD/target/floor" cargo build --release --manifest-path ../shared/tools/floor/Cargo.toml
-export PLACER_E2E_PLACER_BIN="$PWD/target/release/placer"
-export PLACER_SCALE_FLOOR_BIN="$PWD/target/floor/release/floor"
 export PLACER_SCALE_CONFIGS=${SCALE_CONFIGS:-abcdefghi}
+step "release placer"
+cargo build --release --locked --bin placer
+export PLACER_E2E_PLACER_BIN="$PWD/target/release/placer"
+# The floor only serves (e): no build on a 2-core machine for runs without it.
+if [[ $PLACER_SCALE_CONFIGS == *e* ]]; then
+  step "the floor"
+  CARGO_TARGET_DIR="$PWD/target/floor" cargo build --release --manifest-path ../shared/tools/floor/Cargo.toml
+  export PLACER_SCALE_FLOOR_BIN="$PWD/target/floor/release/floor"
+fi
 export PLACER_SCALE_WORKLOADS=${SCALE_WORKLOADS:-basic,precreated}
 export PLACER_SCALE_WINDOW=${SCALE_WINDOW:-120}
 export PLACER_E2E_RUST_LOG=${PLACER_E2E_RUST_LOG:-info}
