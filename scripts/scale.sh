@@ -26,6 +26,7 @@
 # Knobs (environment): SCALE_SIZES (default "1000x3000 5000x10000"), SCALE_CONFIGS
 # (letters, default abcdefghi), SCALE_WORKLOADS (default basic,precreated; add
 # unschedulable), SCALE_WINDOW (the unschedulable window, seconds, default 120),
+# SCALE_UNSCHEDULABLE_CONFIGS (letters among SCALE_CONFIGS; default all of them),
 # SCALE_OUT (default target/scale-run), SCALE_TIMEOUT (per size, default 3600).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -53,6 +54,8 @@ if [[ $PLACER_SCALE_CONFIGS == *e* ]]; then
 fi
 export PLACER_SCALE_WORKLOADS=${SCALE_WORKLOADS:-basic,precreated}
 export PLACER_SCALE_WINDOW=${SCALE_WINDOW:-120}
+# Configurations of the unschedulable workload (default: SCALE_CONFIGS).
+export PLACER_SCALE_UNSCHEDULABLE_CONFIGS=${SCALE_UNSCHEDULABLE_CONFIGS:-$PLACER_SCALE_CONFIGS}
 export PLACER_E2E_RUST_LOG=${PLACER_E2E_RUST_LOG:-info}
 
 {

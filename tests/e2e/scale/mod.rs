@@ -26,6 +26,7 @@
 //! to `i` only when named: `f` added 16–28 s to the smoke, `scripts/scale.sh` runs them),
 //! `PLACER_SCALE_WORKLOADS` (`basic,precreated` by default; `unschedulable` when named),
 //! `PLACER_SCALE_WINDOW` (the unschedulable workload's window, seconds, default 120),
+//! `PLACER_SCALE_UNSCHEDULABLE_CONFIGS` (its configurations, default all of them),
 //! `PLACER_SCALE_OUT` (a file to write the tables to). `scripts/scale.sh` is the documented entry
 //! point for the large sizes.
 
@@ -156,13 +157,16 @@ async fn run_all(
                 outcome.elapsed,
                 began.elapsed()
             );
+            // Each run's rows as soon as it ends, so a later failure (a timeout at a size the
+            // machine cannot hold) keeps what was measured.
+            eprintln!("{}", report::render(size, std::slice::from_ref(&outcome)));
             outcomes.push(outcome);
         }
     }
     let mut pending = Vec::new();
     if *unschedulable {
         let window = unschedulable::window()?;
-        for &c in configs {
+        for c in unschedulable::configs(configs)? {
             let outcome = unschedulable::run(&setup, c, window)
                 .await
                 .with_context(|| {
@@ -175,6 +179,7 @@ async fn run_all(
                 c.describe(),
                 outcome.first_pass,
             );
+            eprintln!("{}", unschedulable::render(std::slice::from_ref(&outcome)));
             pending.push(outcome);
         }
     }

@@ -39,6 +39,30 @@ pub fn window() -> anyhow::Result<Duration> {
     }
 }
 
+/// The configurations the workload runs under: those of `PLACER_SCALE_UNSCHEDULABLE_CONFIGS`
+/// (letters) among `configs`, or all of `configs` without it. Each run lasts the window and
+/// more, so a large size may measure the binding workloads on more configurations than this one.
+pub fn configs(configs: &[Config]) -> anyhow::Result<Vec<Config>> {
+    let Ok(letters) = std::env::var("PLACER_SCALE_UNSCHEDULABLE_CONFIGS") else {
+        return Ok(configs.to_vec());
+    };
+    letters
+        .chars()
+        .filter(|c| c.is_ascii_alphabetic())
+        .map(|c| {
+            configs
+                .iter()
+                .copied()
+                .find(|k| k.letter() == c)
+                .with_context(|| {
+                    format!(
+                        "PLACER_SCALE_UNSCHEDULABLE_CONFIGS: {c:?} is not among PLACER_SCALE_CONFIGS"
+                    )
+                })
+        })
+        .collect()
+}
+
 /// What one configuration spent on [`PODS`] pods it cannot place.
 pub struct Outcome {
     pub config: Config,
