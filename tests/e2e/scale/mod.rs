@@ -140,7 +140,7 @@ async fn run_all(
         check_events: size.pods <= 1000,
     };
     let mut outcomes = Vec::new();
-    for &w in workloads.iter() {
+    for &w in workloads {
         for &c in configs {
             let began = std::time::Instant::now();
             let outcome = measure::run(&setup, c, w).await.with_context(|| {
