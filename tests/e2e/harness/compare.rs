@@ -19,6 +19,7 @@ use serde_json::{Value, json};
 
 use super::env::TestEnv;
 use super::policy::Policy;
+use super::{Placer, Scheduler};
 
 /// One plugin of a profile: name, score weight (`None` for plugins without a Score point) and
 /// args, which both schedulers read with the same schema (`None`: each one's defaults).
@@ -117,6 +118,68 @@ pub fn placer_policy(profile: &str, plugins: &[ProfilePlugin]) -> String {
             )
         })
         .to_yaml()
+}
+
+/// placer standalone next to stock kube-scheduler on one control plane: placer's profile
+/// `<run id>-placer` runs `plugins`, kube-scheduler's (the env's scheduler name) exactly the same
+/// ([`SideBySide::start`]) or its default profile without [`PLACER_LACKS`]
+/// ([`SideBySide::start_against_default`]). Both stop when this drops.
+pub struct SideBySide {
+    /// placer's profile, for the pods placer schedules.
+    pub placer_name: String,
+    /// kube-scheduler's profile.
+    pub kube_name: String,
+    _placer: Placer,
+    _kube: Scheduler,
+}
+
+impl SideBySide {
+    /// Both schedulers running exactly `plugins`.
+    pub async fn start(env: &TestEnv, plugins: &[ProfilePlugin]) -> anyhow::Result<Self> {
+        let yaml = KubeSchedulerYaml::new().profile(&env.scheduler_name(), plugins);
+        Self::start_with(env, plugins, yaml).await
+    }
+
+    /// placer running `plugins`, kube-scheduler its default profile with only the plugins
+    /// placer lacks disabled.
+    pub async fn start_against_default(
+        env: &TestEnv,
+        plugins: &[ProfilePlugin],
+    ) -> anyhow::Result<Self> {
+        let yaml = KubeSchedulerYaml::new().default_profile(&env.scheduler_name(), &PLACER_LACKS);
+        Self::start_with(env, plugins, yaml).await
+    }
+
+    async fn start_with(
+        env: &TestEnv,
+        plugins: &[ProfilePlugin],
+        yaml: KubeSchedulerYaml,
+    ) -> anyhow::Result<Self> {
+        let placer_name = env.name("placer");
+        let placer = Placer::start_with(
+            env,
+            &placer_policy(&placer_name, plugins),
+            "placer",
+            "standalone",
+            &[],
+        )
+        .await?;
+        let kube = Scheduler::start_with_yaml(env, &yaml.render(env)).await?;
+        Ok(Self {
+            placer_name,
+            kube_name: env.scheduler_name(),
+            _placer: placer,
+            _kube: kube,
+        })
+    }
+
+    /// Each copy's tag (`p`, `k`) with the profile that schedules its pods.
+    pub fn copies(&self) -> [(&'static str, String); 2] {
+        [
+            ("p", self.placer_name.clone()),
+            ("k", self.kube_name.clone()),
+        ]
+    }
 }
 
 /// A `KubeSchedulerConfiguration` with one or more profiles.

@@ -5,10 +5,7 @@
 
 use super::volume_compare::COPY;
 use super::*;
-use crate::harness::Scheduler;
-use crate::harness::compare::{
-    KubeSchedulerYaml, ProfilePlugin, comparable_plugins, placer_policy,
-};
+use crate::harness::compare::{ProfilePlugin, SideBySide, comparable_plugins};
 
 /// Node label the profile's required `addedAffinity` asks for (`In [batch]`).
 const POOL: &str = "e2e.placer.io/pool";
@@ -43,22 +40,9 @@ fn plugins_with_added_affinity() -> Vec<ProfilePlugin> {
 #[tokio::test]
 async fn added_affinity_matches_kube_scheduler() -> anyhow::Result<()> {
     let env = TestEnv::with_own_control_plane("sa-added-affinity").await?;
-    let placer_name = env.name("placer");
-    let plugins = plugins_with_added_affinity();
-    let _placer = Placer::start_with(
-        &env,
-        &placer_policy(&placer_name, &plugins),
-        "placer",
-        "standalone",
-        &[],
-    )
-    .await?;
-    let yaml = KubeSchedulerYaml::new()
-        .profile(&env.scheduler_name(), &plugins)
-        .render(&env);
-    let _kube = Scheduler::start_with_yaml(&env, &yaml).await?;
+    let both = SideBySide::start(&env, &plugins_with_added_affinity()).await?;
 
-    let copies = [("p", placer_name.clone()), ("k", env.scheduler_name())];
+    let copies = both.copies();
     // Every node first, so that both schedulers count the same nodes in their texts.
     let mut layouts = Vec::new();
     for (tag, _) in &copies {

@@ -12,10 +12,9 @@ use k8s_openapi::api::resource::v1::{
     DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
 };
 
-use super::volume_compare::COPY;
+use super::volume_compare::{COPY, copy_nodes};
 use super::*;
-use crate::harness::Scheduler;
-use crate::harness::compare::{KubeSchedulerYaml, comparable_plugins, placer_policy};
+use crate::harness::compare::{SideBySide, comparable_plugins};
 use crate::harness::controller_manager::ControllerManager;
 
 /// The test driver's name.
@@ -162,33 +161,15 @@ async fn claim_of(env: &TestEnv, pod: &str) -> anyhow::Result<String> {
 #[tokio::test]
 async fn one_gpu_per_pod_until_they_run_out_matches_kube_scheduler() -> anyhow::Result<()> {
     let env = TestEnv::with_own_control_plane("sa-dra-compare").await?;
-    let placer_name = env.name("placer");
-    let plugins = comparable_plugins();
     let _kcm = ControllerManager::start_resource_claims(&env).await?;
-    let _placer = Placer::start_with(
-        &env,
-        &placer_policy(&placer_name, &plugins),
-        "placer",
-        "standalone",
-        &[],
-    )
-    .await?;
-    let yaml = KubeSchedulerYaml::new()
-        .profile(&env.scheduler_name(), &plugins)
-        .render(&env);
-    let _kube = Scheduler::start_with_yaml(&env, &yaml).await?;
+    let both = SideBySide::start(&env, &comparable_plugins()).await?;
     device_class(&env, "gpu", None).await?;
     claim_spec(&env, "one-gpu", "gpu", 1, false, false).await?;
 
-    let copies = [("p", placer_name.clone()), ("k", env.scheduler_name())];
+    let copies = both.copies();
     let mut layout = Vec::new();
     for (tag, _) in &copies {
-        let nodes = env
-            .create_nodes([
-                env.node(&format!("{tag}1")).label(COPY, tag),
-                env.node(&format!("{tag}2")).label(COPY, tag),
-            ])
-            .await?;
+        let nodes = copy_nodes(&env, tag, 2).await?;
         for node in &nodes {
             publish(&env, node, &[("gpu-0", 0, "a100")]).await?;
         }

@@ -5,11 +5,20 @@
 use k8s_openapi::api::storage::v1::CSINode;
 
 use super::*;
-use crate::harness::Scheduler;
-use crate::harness::compare::{KubeSchedulerYaml, comparable_plugins, placer_policy};
+use crate::harness::compare::{SideBySide, comparable_plugins};
 
 /// The label that confines each copy's pods to its nodes.
 pub(super) const COPY: &str = "placer-e2e/copy";
+/// Creates `count` nodes of copy `tag` (`<tag>1`, `<tag>2`, …), labelled with [`COPY`].
+pub(super) async fn copy_nodes(
+    env: &TestEnv,
+    tag: &str,
+    count: usize,
+) -> anyhow::Result<Vec<String>> {
+    env.create_nodes((1..=count).map(|i| env.node(&format!("{tag}{i}")).label(COPY, tag)))
+        .await
+}
+
 /// A CSI driver with a one-volume limit per node.
 const DRIVER: &str = "csi.placer.test";
 
@@ -99,20 +108,8 @@ impl Copy<'_> {
 #[tokio::test]
 async fn volume_filters_agree_with_kube_scheduler() -> anyhow::Result<()> {
     let env = TestEnv::with_own_control_plane("sa-volume-compare").await?;
-    let placer_name = env.name("placer");
-    let plugins = comparable_plugins();
-    let _placer = Placer::start_with(
-        &env,
-        &placer_policy(&placer_name, &plugins),
-        "placer",
-        "standalone",
-        &[],
-    )
-    .await?;
-    let yaml = KubeSchedulerYaml::new()
-        .profile(&env.scheduler_name(), &plugins)
-        .render(&env);
-    let _kube = Scheduler::start_with_yaml(&env, &yaml).await?;
+    let both = SideBySide::start(&env, &comparable_plugins()).await?;
+    let placer_name = both.placer_name.clone();
 
     let copies = [
         Copy {

@@ -7,11 +7,10 @@
 use std::ops::ControlFlow;
 
 use super::plugins::claim_volume;
-use super::volume_compare::COPY;
+use super::volume_compare::{COPY, copy_nodes};
 use super::volumes::{claim, free_local_volume, unbound_claim, wffc_class};
 use super::*;
-use crate::harness::Scheduler;
-use crate::harness::compare::{KubeSchedulerYaml, PLACER_LACKS, comparable_plugins, placer_policy};
+use crate::harness::compare::{SideBySide, comparable_plugins};
 use crate::harness::controller_manager::ControllerManager;
 
 /// The two pods of a copy once one is bound: (winner, its node, loser).
@@ -23,32 +22,14 @@ type Decided = (String, String, String);
 #[tokio::test]
 async fn two_pods_racing_for_one_volume_match_kube_scheduler() -> anyhow::Result<()> {
     let env = TestEnv::with_own_control_plane("sa-volume-race").await?;
-    let placer_name = env.name("placer");
-    let plugins = comparable_plugins();
     let _kcm = ControllerManager::start_pv_binder(&env).await?;
-    let _placer = Placer::start_with(
-        &env,
-        &placer_policy(&placer_name, &plugins),
-        "placer",
-        "standalone",
-        &[],
-    )
-    .await?;
-    let yaml = KubeSchedulerYaml::new()
-        .default_profile(&env.scheduler_name(), &PLACER_LACKS)
-        .render(&env);
-    let _kube = Scheduler::start_with_yaml(&env, &yaml).await?;
+    let both = SideBySide::start_against_default(&env, &comparable_plugins()).await?;
 
-    let copies = [("p", placer_name.clone()), ("k", env.scheduler_name())];
+    let copies = both.copies();
     // Every node, class and volume first, so that both schedulers count the same nodes.
     let mut layout = Vec::new();
     for (tag, _) in &copies {
-        let nodes = env
-            .create_nodes([
-                env.node(&format!("{tag}1")).label(COPY, tag),
-                env.node(&format!("{tag}2")).label(COPY, tag),
-            ])
-            .await?;
+        let nodes = copy_nodes(&env, tag, 2).await?;
         let class =
             wffc_class(&env, &format!("race-{tag}"), "kubernetes.io/no-provisioner").await?;
         let volume = free_local_volume(&env, &class, &nodes[0]).await?;

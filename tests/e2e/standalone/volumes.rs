@@ -6,10 +6,9 @@
 use k8s_openapi::api::storage::v1::StorageClass;
 
 use super::plugins::claim_volume;
-use super::volume_compare::COPY;
+use super::volume_compare::{COPY, copy_nodes};
 use super::*;
-use crate::harness::Scheduler;
-use crate::harness::compare::{KubeSchedulerYaml, comparable_plugins, placer_policy};
+use crate::harness::compare::{SideBySide, comparable_plugins};
 use crate::harness::controller_manager::ControllerManager;
 
 /// A `WaitForFirstConsumer` class `<run id>-<suffix>` of `provisioner`; returns its name.
@@ -174,32 +173,14 @@ async fn wait_for_first_consumer_claims_are_bound_on_the_chosen_node() -> anyhow
 #[tokio::test]
 async fn wait_for_first_consumer_outcomes_match_kube_scheduler() -> anyhow::Result<()> {
     let env = TestEnv::with_own_control_plane("sa-wffc-compare").await?;
-    let placer_name = env.name("placer");
-    let plugins = comparable_plugins();
     let _kcm = ControllerManager::start_pv_binder(&env).await?;
-    let _placer = Placer::start_with(
-        &env,
-        &placer_policy(&placer_name, &plugins),
-        "placer",
-        "standalone",
-        &[],
-    )
-    .await?;
-    let yaml = KubeSchedulerYaml::new()
-        .profile(&env.scheduler_name(), &plugins)
-        .render(&env);
-    let _kube = Scheduler::start_with_yaml(&env, &yaml).await?;
+    let both = SideBySide::start(&env, &comparable_plugins()).await?;
 
-    let copies = [("p", placer_name.clone()), ("k", env.scheduler_name())];
+    let copies = both.copies();
     // Every node, class and volume first, so that both schedulers count the same nodes.
     let mut layout = Vec::new();
     for (tag, _) in &copies {
-        let nodes = env
-            .create_nodes([
-                env.node(&format!("{tag}1")).label(COPY, tag),
-                env.node(&format!("{tag}2")).label(COPY, tag),
-            ])
-            .await?;
+        let nodes = copy_nodes(&env, tag, 2).await?;
         let class = wffc_class(
             &env,
             &format!("local-{tag}"),
