@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The scale benchmark (docs/benchmarks.md, "Scheduling at scale"): six scheduler
+# The scale benchmark (docs/benchmarks.md, "Scheduling at scale"): scheduler
 # configurations schedule the same workloads on one control plane whose nodes are
 # kwok's fake nodes, one configuration at a time:
 #
@@ -7,19 +7,27 @@
 #   c. placer standalone                    d. kube-scheduler, placer's comparable plugins
 #   e. kube-scheduler + the floor (../shared/tools/floor) as extender
 #   f. placer --mode both: (c) while the test probes its extender verbs every 20 ms
+#   g. placer standalone, kube-scheduler's default profile (examples/default-profile.yaml),
+#      nodes sampled as (a) samples them (percentageOfNodesToScore 0: adaptive)
+#   h. (a) with percentageOfNodesToScore 100     i. (g) with percentageOfNodesToScore 100
 #
-# Workloads: SchedulingBasic (pods created while the scheduler runs) and pre-created
-# (pods exist before it starts). Builds the control plane, kwok, release placer and the
-# floor, then runs the e2e test `scale` (release build) once per size and prints its
-# tables (also written to $OUT/<size>.md).
+# Workloads: SchedulingBasic (pods created while the scheduler runs), pre-created
+# (pods exist before it starts) and, when named, unschedulable (1,000 pods no node
+# takes; the CPU spent on them over a window while the nodes heartbeat).
+#
+# Builds the control plane, kwok, release placer and (for e) the floor, then runs
+# the e2e test `scale` (release build) once per size and prints its tables (also
+# written to $OUT/<size>.md).
 #
 # Everything talks to 127.0.0.1 only. Bounds: each run must bind every pod within
 # 60 s + 20 ms per pod (else it fails); each size's test is killed after
 # SCALE_TIMEOUT seconds.
 #
 # Knobs (environment): SCALE_SIZES (default "1000x3000 5000x10000"), SCALE_CONFIGS
-# (letters, default abcdef), SCALE_WORKLOADS (default basic,precreated), SCALE_OUT
-# (default target/scale-run), SCALE_TIMEOUT (per size, default 3600).
+# (letters, default abcdefghi), SCALE_WORKLOADS (default basic,precreated; add
+# unschedulable), SCALE_WINDOW (the unschedulable window, seconds, default 120),
+# SCALE_UNSCHEDULABLE_CONFIGS (letters among SCALE_CONFIGS; default all of them),
+# SCALE_OUT (default target/scale-run), SCALE_TIMEOUT (per size, default 3600).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -34,13 +42,20 @@ PLACER_E2E_BIN_DIR=$(bash tests/cluster/build.sh | tail -n 1)
 PLACER_E2E_KWOK_DIR=$(bash tests/cluster/build-kwok.sh | tail -n 1)
 export PLACER_E2E_BIN_DIR PLACER_E2E_KWOK_DIR
 
-step "release placer and the floor"
+export PLACER_SCALE_CONFIGS=${SCALE_CONFIGS:-abcdefghi}
+step "release placer"
 cargo build --release --locked --bin placer
-CARGO_TARGET_DIR="$PWD/target/floor" cargo build --release --manifest-path ../shared/tools/floor/Cargo.toml
 export PLACER_E2E_PLACER_BIN="$PWD/target/release/placer"
-export PLACER_SCALE_FLOOR_BIN="$PWD/target/floor/release/floor"
-export PLACER_SCALE_CONFIGS=${SCALE_CONFIGS:-abcdef}
+# The floor only serves (e): no build on a 2-core machine for runs without it.
+if [[ $PLACER_SCALE_CONFIGS == *e* ]]; then
+  step "the floor"
+  CARGO_TARGET_DIR="$PWD/target/floor" cargo build --release --manifest-path ../shared/tools/floor/Cargo.toml
+  export PLACER_SCALE_FLOOR_BIN="$PWD/target/floor/release/floor"
+fi
 export PLACER_SCALE_WORKLOADS=${SCALE_WORKLOADS:-basic,precreated}
+export PLACER_SCALE_WINDOW=${SCALE_WINDOW:-120}
+# Configurations of the unschedulable workload (default: SCALE_CONFIGS).
+export PLACER_SCALE_UNSCHEDULABLE_CONFIGS=${SCALE_UNSCHEDULABLE_CONFIGS:-$PLACER_SCALE_CONFIGS}
 export PLACER_E2E_RUST_LOG=${PLACER_E2E_RUST_LOG:-info}
 
 {

@@ -1,4 +1,4 @@
-//! Reading histograms out of Prometheus text (kube-scheduler's and placer's `/metrics`): the
+//! Reading counters and histograms out of Prometheus text (kube-scheduler's and placer's `/metrics`): the
 //! difference between two scrapes, its mean and interpolated quantiles.
 
 use std::collections::BTreeMap;
@@ -33,6 +33,18 @@ fn sample(line: &str) -> Option<(&str, BTreeMap<&str, &str>, f64)> {
         })
         .collect();
     Some((name, labels, value))
+}
+
+/// The counter or gauge `name` in `text`, summed over the series whose labels include every
+/// `(key, value)` of `filter`; 0 when absent.
+pub fn counter(text: &str, name: &str, filter: &[(&str, &str)]) -> f64 {
+    text.lines()
+        .filter_map(sample)
+        .filter(|(series, labels, _)| {
+            *series == name && filter.iter().all(|(k, v)| labels.get(k) == Some(v))
+        })
+        .map(|(_, _, value)| value)
+        .sum()
 }
 
 impl Histogram {
@@ -127,7 +139,7 @@ impl Histogram {
 
 #[cfg(test)]
 mod tests {
-    use super::Histogram;
+    use super::{Histogram, counter};
 
     const TEXT: &str = r#"# HELP x_seconds x
 x_seconds_bucket{profile="a",le="0.001"} 1
@@ -156,5 +168,13 @@ x_seconds_count{profile="b"} 7
         assert_eq!(all.count, 11.0);
         assert_eq!(all.since(&a).count, 7.0);
         assert_eq!(Histogram::parse(TEXT, "y", &[]).quantile(0.5), None);
+    }
+
+    #[test]
+    fn counters_sum_matching_series_only() {
+        let text = "# TYPE a_total counter\na_total{result=\"x\",p=\"1\"} 2\na_total{result=\"x\",p=\"2\"} 3\na_total{result=\"y\"} 7\na_total_other 9\n";
+        assert_eq!(counter(text, "a_total", &[("result", "x")]), 5.0);
+        assert_eq!(counter(text, "a_total", &[]), 12.0);
+        assert_eq!(counter(text, "b_total", &[]), 0.0);
     }
 }

@@ -156,6 +156,7 @@ pub struct SchedulerConfig {
     extenders: Vec<ExtenderConfig>,
     score: ScorePlugins,
     client_rate: Option<(f64, u32)>,
+    percentage_of_nodes_to_score: Option<u8>,
 }
 
 impl SchedulerConfig {
@@ -166,6 +167,7 @@ impl SchedulerConfig {
             extenders: Vec::new(),
             score: ScorePlugins::Defaults,
             client_rate: None,
+            percentage_of_nodes_to_score: None,
         }
     }
 
@@ -190,6 +192,13 @@ impl SchedulerConfig {
         self
     }
 
+    /// Sets `percentageOfNodesToScore` (default: unset, kube-scheduler's adaptive share).
+    #[must_use]
+    pub fn percentage_of_nodes_to_score(mut self, percentage: u8) -> Self {
+        self.percentage_of_nodes_to_score = Some(percentage);
+        self
+    }
+
     /// The configuration as YAML (JSON, a subset of YAML) using `kubeconfig` to reach the API.
     pub fn render(&self, kubeconfig: &Path) -> String {
         let mut profile = json!({ "schedulerName": self.scheduler_name });
@@ -206,7 +215,7 @@ impl SchedulerConfig {
             client["qps"] = json!(qps);
             client["burst"] = json!(burst);
         }
-        let config = json!({
+        let mut config = json!({
             "apiVersion": "kubescheduler.config.k8s.io/v1",
             "kind": "KubeSchedulerConfiguration",
             "clientConnection": client,
@@ -216,6 +225,9 @@ impl SchedulerConfig {
             "profiles": [profile],
             "extenders": self.extenders.iter().map(ExtenderConfig::to_json).collect::<Vec<_>>(),
         });
+        if let Some(percentage) = self.percentage_of_nodes_to_score {
+            config["percentageOfNodesToScore"] = json!(percentage);
+        }
         serde_json::to_string_pretty(&config).expect("config serializes")
     }
 }

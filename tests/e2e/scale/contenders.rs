@@ -1,5 +1,5 @@
-//! The six configurations a scale run compares, each started on the shared control plane with
-//! its own scheduler name, and what each exposes: processes, `/metrics`, its binding log line.
+//! The configurations a scale run compares, each started on the shared control plane with its
+//! own scheduler name, and what each exposes: processes, `/metrics`, its binding log line.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -37,16 +37,26 @@ pub enum Config {
     /// f. placer `--mode both`: (c)'s profile binds the pods while the same process answers
     /// the extender verbs (shipped extender profile) to the test's probe (`probe`).
     PlacerBoth,
+    /// g. placer standalone with kube-scheduler's default profile
+    /// (`examples/default-profile.yaml`), sampling nodes as (a) does: the reference for (a).
+    PlacerDefaultProfile,
+    /// h. (a) with `percentageOfNodesToScore: 100`: every node evaluated.
+    KubeDefaultAllNodes,
+    /// i. (g) with `percentageOfNodesToScore: 100`: the reference for (h).
+    PlacerDefaultProfileAllNodes,
 }
 
 impl Config {
-    pub const ALL: [Self; 6] = [
+    pub const ALL: [Self; 9] = [
         Self::KubeDefault,
         Self::KubeWithPlacer,
         Self::PlacerStandalone,
         Self::KubeComparable,
         Self::KubeWithFloor,
         Self::PlacerBoth,
+        Self::PlacerDefaultProfile,
+        Self::KubeDefaultAllNodes,
+        Self::PlacerDefaultProfileAllNodes,
     ];
 
     /// The letter that selects it in `PLACER_SCALE_CONFIGS`.
@@ -58,6 +68,9 @@ impl Config {
             Self::KubeComparable => 'd',
             Self::KubeWithFloor => 'e',
             Self::PlacerBoth => 'f',
+            Self::PlacerDefaultProfile => 'g',
+            Self::KubeDefaultAllNodes => 'h',
+            Self::PlacerDefaultProfileAllNodes => 'i',
         }
     }
 
@@ -69,6 +82,11 @@ impl Config {
             Self::KubeComparable => "kube-scheduler, comparable plugins",
             Self::KubeWithFloor => "kube-scheduler + floor extender",
             Self::PlacerBoth => "placer --mode both + extender probe",
+            Self::PlacerDefaultProfile => "placer standalone, default profile",
+            Self::KubeDefaultAllNodes => "kube-scheduler, defaults, 100 % of nodes",
+            Self::PlacerDefaultProfileAllNodes => {
+                "placer standalone, default profile, 100 % of nodes"
+            }
         }
     }
 
@@ -117,6 +135,21 @@ impl Running {
             Config::KubeDefault => {
                 let c = kube(SchedulerConfig::new(scheduler_name));
                 running.scheduler = Some(Scheduler::start(env, &c).await?);
+            }
+            Config::KubeDefaultAllNodes => {
+                let c =
+                    kube(SchedulerConfig::new(scheduler_name)).percentage_of_nodes_to_score(100);
+                running.scheduler = Some(Scheduler::start(env, &c).await?);
+            }
+            Config::PlacerDefaultProfile | Config::PlacerDefaultProfileAllNodes => {
+                let percentage = if config == Config::PlacerDefaultProfile {
+                    ADAPTIVE
+                } else {
+                    100
+                };
+                let policy = default_profile_policy(scheduler_name, percentage)?;
+                let placer = Placer::start_with(env, &policy, "placer", "standalone", &[]).await?;
+                running.placer = Some(placer);
             }
             Config::KubeWithPlacer => {
                 let shipped = repo_file("policy.yaml");
@@ -220,6 +253,33 @@ impl Drop for Running {
 
 fn repo_file(relative: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(relative)
+}
+
+/// `percentageOfNodesToScore: 0`, kube-scheduler's adaptive share (`50 - nodes/125`, at least
+/// 5 %). kube-scheduler applies it when the field is unset; placer evaluates every node then, so
+/// (g) sets it to sample as (a) does.
+const ADAPTIVE: u8 = 0;
+
+/// `examples/default-profile.yaml` (kube-scheduler's default plugins, order and weights) with its
+/// only profile renamed to `scheduler_name` and `percentageOfNodesToScore` set to `percentage`.
+fn default_profile_policy(scheduler_name: &str, percentage: u8) -> anyhow::Result<String> {
+    let path = repo_file("examples/default-profile.yaml");
+    let text =
+        std::fs::read_to_string(&path).with_context(|| format!("read {}", path.display()))?;
+    let mut policy: serde_json::Value = serde_yaml_ng::from_str(&text)
+        .with_context(|| format!("parse {} as YAML", path.display()))?;
+    let profiles = policy["profiles"]
+        .as_array_mut()
+        .with_context(|| format!("{} has no profiles", path.display()))?;
+    anyhow::ensure!(
+        profiles.len() == 1,
+        "{} has {} profiles, the scale test expects one",
+        path.display(),
+        profiles.len()
+    );
+    profiles[0]["schedulerName"] = serde_json::json!(scheduler_name);
+    policy["percentageOfNodesToScore"] = serde_json::json!(percentage);
+    Ok(serde_yaml_ng::to_string(&policy)?)
 }
 
 /// Starts `floor floor-serve <snapshot>` (binary from `PLACER_SCALE_FLOOR_BIN`); returns it and

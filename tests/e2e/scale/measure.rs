@@ -55,8 +55,14 @@ pub struct Setup<'a> {
 /// Resident memory of one process during a run, MiB.
 pub struct Memory {
     pub name: &'static str,
+    /// `VmHWM` when the scheduler was ready (caches synced): its start-up peak, the initial
+    /// lists included.
+    pub start_hwm: f64,
+    /// Largest `VmRSS` sampled during the run.
     pub peak: f64,
+    /// `VmRSS` at the last binding: settled.
     pub end: f64,
+    /// `VmHWM` at the last binding.
     pub hwm: f64,
 }
 
@@ -146,10 +152,11 @@ pub async fn run(setup: &Setup<'_>, config: Config, workload: Workload) -> anyho
     } else {
         None
     };
-    let (running, start, cpu_before, metrics_before, idle, probing) = match workload {
+    let (running, sampler, start, cpu_before, metrics_before, idle, probing) = match workload {
         Workload::Basic => {
             let running =
                 Running::start(env, config, &scheduler_name, setup.snapshot.as_deref()).await?;
+            let sampler = RssSampler::start(&running.processes());
             let idle = match &probe_request {
                 Some(request) => {
                     let before = running.scrape().await?.1;
@@ -170,6 +177,7 @@ pub async fn run(setup: &Setup<'_>, config: Config, workload: Workload) -> anyho
             workload::create_all(&api, pods).await?;
             (
                 running,
+                sampler,
                 Some(start),
                 cpu_before,
                 metrics_before,
@@ -181,6 +189,7 @@ pub async fn run(setup: &Setup<'_>, config: Config, workload: Workload) -> anyho
             workload::create_all(&api, pods).await?;
             let running =
                 Running::start(env, config, &scheduler_name, setup.snapshot.as_deref()).await?;
+            let sampler = RssSampler::start(&running.processes());
             let zeros = running.processes().iter().map(|p| (p.name, 0.0)).collect();
             let probing = probe_request
                 .as_ref()
@@ -188,6 +197,7 @@ pub async fn run(setup: &Setup<'_>, config: Config, workload: Workload) -> anyho
                 .transpose()?;
             (
                 running,
+                sampler,
                 None,
                 zeros,
                 (String::new(), String::new()),
@@ -196,7 +206,6 @@ pub async fn run(setup: &Setup<'_>, config: Config, workload: Workload) -> anyho
             )
         }
     };
-    let sampler = RssSampler::start(&running.processes());
 
     let bindings = match watch.wait_for(size.pods, size.run_timeout()).await {
         Ok(b) => b,
@@ -377,14 +386,14 @@ fn rates(bindings: &HashMap<String, Bound>, start: Instant) -> (f64, f64, f64) {
     (offsets.len() as f64 / total, pct(0.5), pct(0.9))
 }
 
-fn cpu_of(procs: &[Proc]) -> anyhow::Result<Vec<(&'static str, f64)>> {
+pub fn cpu_of(procs: &[Proc]) -> anyhow::Result<Vec<(&'static str, f64)>> {
     procs
         .iter()
         .map(|p| Ok((p.name, cpu_seconds(p.pid)?)))
         .collect()
 }
 
-fn delta(
+pub fn delta(
     before: &[(&'static str, f64)],
     after: &[(&'static str, f64)],
 ) -> Vec<(&'static str, f64)> {
@@ -401,15 +410,19 @@ fn delta(
 }
 
 /// Samples the RSS of some processes every second until finished.
-struct RssSampler {
-    procs: Vec<(&'static str, u32)>,
+pub struct RssSampler {
+    procs: Vec<(&'static str, u32, f64)>,
     peaks: Arc<Mutex<HashMap<u32, f64>>>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl RssSampler {
-    fn start(procs: &[Proc]) -> Self {
-        let procs: Vec<_> = procs.iter().map(|p| (p.name, p.pid)).collect();
+    /// Starts sampling `procs`, which are ready: their `VmHWM` now is their start-up peak.
+    pub fn start(procs: &[Proc]) -> Self {
+        let procs: Vec<_> = procs
+            .iter()
+            .map(|p| (p.name, p.pid, rss_mib(p.pid).map_or(0.0, |(_, hwm)| hwm)))
+            .collect();
         let peaks = Arc::new(Mutex::new(HashMap::new()));
         let task = tokio::spawn({
             let (procs, peaks) = (procs.clone(), peaks.clone());
@@ -417,7 +430,7 @@ impl RssSampler {
                 let mut tick = tokio::time::interval(Duration::from_secs(1));
                 loop {
                     tick.tick().await;
-                    for (_, pid) in &procs {
+                    for (_, pid, _) in &procs {
                         if let Ok((rss, _)) = rss_mib(*pid) {
                             let mut peaks = peaks.lock().unwrap_or_else(|e| e.into_inner());
                             let peak: &mut f64 = peaks.entry(*pid).or_insert(0.0);
@@ -430,16 +443,17 @@ impl RssSampler {
         Self { procs, peaks, task }
     }
 
-    fn finish(self) -> anyhow::Result<Vec<Memory>> {
+    pub fn finish(self) -> anyhow::Result<Vec<Memory>> {
         self.task.abort();
         let peaks = self.peaks.lock().unwrap_or_else(|e| e.into_inner());
         self.procs
             .iter()
-            .map(|(name, pid)| {
+            .map(|(name, pid, start_hwm)| {
                 let (end, hwm) = rss_mib(*pid)?;
                 let peak = peaks.get(pid).copied().unwrap_or(end).max(end);
                 Ok(Memory {
                     name,
+                    start_hwm: *start_hwm,
                     peak,
                     end,
                     hwm,

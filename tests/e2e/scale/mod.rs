@@ -1,4 +1,4 @@
-//! Scale: six scheduler configurations scheduling the same workloads on one control plane with
+//! Scale: scheduler configurations scheduling the same workloads on one control plane with
 //! kwok-managed nodes (kwok plays their kubelets: Ready with leases, pods Running, deletions
 //! finished), measured as scheduler_perf measures, and checked for correctness.
 //!
@@ -7,10 +7,13 @@
 //! d. kube-scheduler with `comparable_plugins`; e. kube-scheduler with the floor (a minimal
 //! extender, `../shared/tools/floor`) serving a snapshot of the same nodes and initial pods;
 //! f. placer `--mode both` binding the pods as (c) while the test probes its extender verbs
-//! (`probe`: one fixed pod's `/filter` and `/prioritize` every 20 ms, idle and during the burst).
+//! (`probe`: one fixed pod's `/filter` and `/prioritize` every 20 ms, idle and during the burst);
+//! g. placer standalone with kube-scheduler's default profile (`examples/default-profile.yaml`),
+//! sampling nodes as (a) does; h. (a) and i. (g), both with `percentageOfNodesToScore: 100`.
 //! Workloads (`measure`): SchedulingBasic (pods created 64 at a time while the scheduler runs)
-//! and pre-created (every pod exists before the scheduler starts). One configuration runs at a
-//! time; its pods are deleted before the next starts.
+//! and pre-created (every pod exists before the scheduler starts); `unschedulable`: 1,000 pods
+//! no node takes, and the CPU spent on them while the nodes heartbeat. One configuration runs at
+//! a time; its pods are deleted before the next starts.
 //!
 //! Every run asserts correctness, never speed: each pod bound once (bind watch: never moved;
 //! one binding line in the scheduler's log; in the smoke size one `Scheduled` event), only to the
@@ -20,14 +23,18 @@
 //!
 //! Knobs: `PLACER_SCALE=NODESxPODS` (default `200x500`, the CI smoke), `PLACER_SCALE_CONFIGS`
 //! (letters, default `abcd`, plus `e` when `PLACER_SCALE_FLOOR_BIN` names a floor binary; `f`
-//! only when named: it added 16–28 s to the smoke, `scripts/scale.sh` runs it),
-//! `PLACER_SCALE_WORKLOADS` (`basic,precreated` by default), `PLACER_SCALE_OUT` (a file to write
-//! the tables to). `scripts/scale.sh` is the documented entry point for the large sizes.
+//! to `i` only when named: `f` added 16–28 s to the smoke, `scripts/scale.sh` runs them),
+//! `PLACER_SCALE_WORKLOADS` (`basic,precreated` by default; `unschedulable` when named),
+//! `PLACER_SCALE_WINDOW` (the unschedulable workload's window, seconds, default 120),
+//! `PLACER_SCALE_UNSCHEDULABLE_CONFIGS` (its configurations, default all of them),
+//! `PLACER_SCALE_OUT` (a file to write the tables to). `scripts/scale.sh` is the documented entry
+//! point for the large sizes.
 
 mod contenders;
 mod measure;
 mod probe;
 mod report;
+mod unschedulable;
 mod workload;
 
 use anyhow::{Context as _, bail};
@@ -60,17 +67,20 @@ fn configs() -> anyhow::Result<Vec<Config>> {
         .collect()
 }
 
-fn workloads() -> anyhow::Result<Vec<Workload>> {
+/// The binding workloads, and whether the unschedulable one runs too.
+fn workloads() -> anyhow::Result<(Vec<Workload>, bool)> {
     let names =
         std::env::var("PLACER_SCALE_WORKLOADS").unwrap_or_else(|_| "basic,precreated".into());
-    names
-        .split(',')
-        .map(|n| match n.trim() {
-            "basic" => Ok(Workload::Basic),
-            "precreated" => Ok(Workload::PreCreated),
+    let (mut binding, mut unschedulable) = (Vec::new(), false);
+    for name in names.split(',') {
+        match name.trim() {
+            "basic" => binding.push(Workload::Basic),
+            "precreated" => binding.push(Workload::PreCreated),
+            "unschedulable" => unschedulable = true,
             other => bail!("PLACER_SCALE_WORKLOADS: no workload {other:?}"),
-        })
-        .collect()
+        }
+    }
+    Ok((binding, unschedulable))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -81,8 +91,9 @@ async fn every_configuration_schedules_the_same_workload() -> anyhow::Result<()>
     let kwok = Kwok::start(&env).await?;
     let result = run_all(&env, &kwok, size, &configs, &workloads).await;
     workload::delete_nodes(&env).await;
-    let outcomes = result?;
-    let table = report::render(size, &outcomes);
+    let (outcomes, pending) = result?;
+    let mut table = report::render(size, &outcomes);
+    table.push_str(&unschedulable::render(&pending));
     eprintln!("{table}");
     if let Some(path) = std::env::var_os("PLACER_SCALE_OUT") {
         std::fs::write(&path, &table).with_context(|| format!("write {path:?}"))?;
@@ -95,8 +106,8 @@ async fn run_all(
     kwok: &Kwok,
     size: Size,
     configs: &[Config],
-    workloads: &[Workload],
-) -> anyhow::Result<Vec<measure::Outcome>> {
+    (workloads, unschedulable): &(Vec<Workload>, bool),
+) -> anyhow::Result<(Vec<measure::Outcome>, Vec<unschedulable::Outcome>)> {
     workload::create_nodes(env, size).await?;
     let initial_ns = env.name("init");
     workload::create_initial_pods(env, &initial_ns, size).await?;
@@ -146,8 +157,31 @@ async fn run_all(
                 outcome.elapsed,
                 began.elapsed()
             );
+            // Each run's rows as soon as it ends, so a later failure (a timeout at a size the
+            // machine cannot hold) keeps what was measured.
+            eprintln!("{}", report::render(size, std::slice::from_ref(&outcome)));
             outcomes.push(outcome);
         }
     }
-    Ok(outcomes)
+    let mut pending = Vec::new();
+    if *unschedulable {
+        let window = unschedulable::window()?;
+        for c in unschedulable::configs(configs)? {
+            let outcome = unschedulable::run(&setup, c, window)
+                .await
+                .with_context(|| {
+                    format!("unschedulable run of {}. {}", c.letter(), c.describe())
+                })?;
+            let cpu: f64 = outcome.window_cpu.iter().map(|(_, c)| c).sum();
+            eprintln!(
+                "scale: unschedulable {}. {}: first pass {:.1?}, {cpu:.2} CPU-s in {window:?}",
+                c.letter(),
+                c.describe(),
+                outcome.first_pass,
+            );
+            eprintln!("{}", unschedulable::render(std::slice::from_ref(&outcome)));
+            pending.push(outcome);
+        }
+    }
+    Ok((outcomes, pending))
 }

@@ -80,7 +80,7 @@ pub fn render(size: Size, outcomes: &[Outcome]) -> String {
     );
     out.push_str(
         "| workload | configuration | pods/s avg | p50 | p90 | run s | scheduler CPU-s / 1k pods | \
-         apiserver / etcd / kwok CPU-s / 1k pods | RSS MiB peak / end (VmHWM) |\n\
+         apiserver / etcd / kwok CPU-s / 1k pods | RSS MiB: start-up VmHWM; peak / end (VmHWM) |\n\
          | --- | --- | ---: | ---: | ---: | ---: | --- | --- | --- |\n",
     );
     for o in outcomes {
@@ -100,7 +100,12 @@ pub fn render(size: Size, outcomes: &[Outcome]) -> String {
         let memory = o
             .memory
             .iter()
-            .map(|m| format!("{} {:.0} / {:.0} ({:.0})", m.name, m.peak, m.end, m.hwm))
+            .map(|m| {
+                format!(
+                    "{} {:.0}; {:.0} / {:.0} ({:.0})",
+                    m.name, m.start_hwm, m.peak, m.end, m.hwm
+                )
+            })
             .collect::<Vec<_>>()
             .join("; ");
         let _ = writeln!(
