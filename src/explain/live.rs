@@ -282,9 +282,12 @@ pub fn post_filter(
         return explanation;
     };
     let scheduler = fw.in_tree.as_ref().map_or(fw.placer, |t| t.framework);
+    // The explanation keeps no cycle state: plugins that read their own
+    // PreFilter state at PostFilter answer as if it had run.
     let diagnosis = Diagnosis {
         total: explanation.nodes_total,
         failed: &failed,
+        state: None,
     };
     let post = scheduler.post_filter(pod, &diagnosis, cluster);
     let extra = post.status.message();

@@ -22,6 +22,15 @@ pub struct CycleState {
     entries: Vec<(TypeId, Arc<dyn Any + Send + Sync>)>,
 }
 
+impl std::fmt::Debug for CycleState {
+    /// The entries are type-erased: only their number says anything.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CycleState")
+            .field("entries", &self.entries.len())
+            .finish()
+    }
+}
+
 impl CycleState {
     /// An empty state for a new cycle.
     pub fn new() -> Self {

@@ -274,6 +274,10 @@ pub struct Diagnosis<'a> {
     pub total: usize,
     /// The rejected nodes with their first rejecting status.
     pub failed: &'a [(Arc<NodeInfo>, Status)],
+    /// The attempt's cycle state after PreFilter, where known (kube-scheduler
+    /// hands PostFilter the cycle state; a plugin whose PreFilter never ran,
+    /// because an earlier one rejected the pod, finds nothing of its own).
+    pub state: Option<&'a CycleState>,
 }
 
 /// A node the pod is nominated to once the victims are gone.

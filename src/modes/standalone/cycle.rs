@@ -256,6 +256,7 @@ pub fn schedule_on(
         let diagnosis = Diagnosis {
             total,
             failed: &failed,
+            state: Some(&alone.0),
         };
         let post = with_room_held(cluster, nominated.others, |c| {
             framework.post_filter(pod, &diagnosis, c)

@@ -61,6 +61,7 @@ fn post_filter(pod: &PodInfo, c: &mut ClusterState) -> PostFilterResult {
     let diagnosis = Diagnosis {
         total: failed.len(),
         failed: &failed,
+        state: None,
     };
     f.post_filter(pod, &diagnosis, c)
 }
@@ -310,6 +311,7 @@ fn victims_that_count_in_pre_filter_state_are_removed_from_it() {
     let diagnosis = Diagnosis {
         total: 1,
         failed: &failed,
+        state: None,
     };
     let r = f.post_filter(&p, &diagnosis, &mut c);
     assert_eq!(nominated(&r), ("n1".into(), vec!["guard".into()]));

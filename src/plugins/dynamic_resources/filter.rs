@@ -20,7 +20,8 @@ use super::{
 };
 use crate::cache::ClusterState;
 use crate::framework::{
-    CycleState, FilterPlugin, NodeScore, PreFilterPlugin, ScorePlugin, Status,
+    Code, CycleState, Diagnosis, FilterPlugin, Framework, NodeScore, Nominating, PostFilterPlugin,
+    PostFilterResult, PreFilterPlugin, ScorePlugin, Status,
 };
 use crate::objects::{NodeInfo, PodInfo};
 use crate::plugins::helper::default_normalize_score;
@@ -112,7 +113,13 @@ impl DynamicResources {
 
 impl PreFilterPlugin for DynamicResources {
     fn pre_filter(&self, state: &mut CycleState, pod: &PodInfo, cluster: &ClusterState) -> Status {
-        if pod.spec.resource_claims.is_empty() || !watched(cluster) {
+        if !watched(cluster) {
+            return Status::skip("pod has no ResourceClaims");
+        }
+        // Before anything else, as kube-scheduler writes its (empty) state
+        // first: PostFilter tells from it whether PreFilter ran at all.
+        state.write(PreFilterRan);
+        if pod.spec.resource_claims.is_empty() {
             return Status::skip("pod has no ResourceClaims");
         }
         let mut claims = match pod_claims(pod, cluster) {
@@ -188,6 +195,40 @@ impl PreFilterPlugin for DynamicResources {
             by_node: Mutex::default(),
         });
         Status::success()
+    }
+}
+
+/// Written by PreFilter whenever the plugin runs with the DRA watches.
+#[derive(Debug, Clone, Copy)]
+struct PreFilterRan;
+
+/// kube-scheduler's PostFilter reads the plugin's PreFilter state first.
+/// When an earlier PreFilter plugin rejected the pod, this plugin's PreFilter
+/// never ran, the read fails and kube-scheduler ends PostFilter there with
+/// the cycle state's error, "not found", which its FailedScheduling text
+/// then carries instead of DefaultPreemption's part. placer gives the same
+/// text. Otherwise the plugin has nothing to do: deallocating a claim that
+/// blocks the pod is not implemented, which kube-scheduler's PostFilter
+/// answers the same way when no claim of the pod is allocated.
+impl PostFilterPlugin for DynamicResources {
+    fn post_filter(
+        &self,
+        _: &Framework,
+        _: &PodInfo,
+        diagnosis: &Diagnosis<'_>,
+        cluster: &mut ClusterState,
+    ) -> PostFilterResult {
+        let ran = diagnosis
+            .state
+            .is_none_or(|s| s.read::<PreFilterRan>().is_some());
+        PostFilterResult {
+            status: if watched(cluster) && !ran {
+                Status::error("not found")
+            } else {
+                Status::from_reasons(Code::Unschedulable, Vec::new())
+            },
+            nominating: Nominating::Unchanged,
+        }
     }
 }
 

@@ -112,6 +112,7 @@ crate::plugin!(
         pre_enqueue,
         pre_filter,
         filter,
+        post_filter,
         score,
         reserve,
         pre_bind,

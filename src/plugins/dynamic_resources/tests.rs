@@ -261,3 +261,40 @@ fn pre_bind_writes_the_allocation_and_the_reservation() {
     let e = with_reservation(gone, Some(&a), &p).unwrap_err();
     assert_eq!(e, "claim ns/c got deleted in the meantime");
 }
+
+/// PostFilter as kube-scheduler's: when an earlier PreFilter rejected the pod
+/// (say VolumeBinding's unbound immediate claims), this plugin's PreFilter
+/// never ran, and its PostFilter fails with the cycle state's "not found",
+/// which ends PostFilter before DefaultPreemption (the differential e2e
+/// compares the resulting FailedScheduling texts). After its own PreFilter it
+/// lets the next PostFilter plugin run.
+#[test]
+fn post_filter_fails_only_when_pre_filter_never_ran() {
+    let fw = crate::framework::Framework::new(
+        "p",
+        vec![crate::framework::WeightedPlugin {
+            plugin: Arc::new(DynamicResources::default()),
+            weight: 1,
+        }],
+    );
+    let mut c = cluster(vec![]);
+    let post = |state: Option<&CycleState>, c: &mut ClusterState| {
+        let diagnosis = crate::framework::Diagnosis {
+            total: 0,
+            failed: &[],
+            state,
+        };
+        fw.post_filter(&pod(vec![]), &diagnosis, c).status
+    };
+    let never_ran = CycleState::new();
+    let s = post(Some(&never_ran), &mut c);
+    assert_eq!((s.code(), s.message()), (Code::Error, "not found".to_owned()));
+
+    let mut ran = CycleState::new();
+    DynamicResources::default().pre_filter(&mut ran, &pod(vec![]), &c);
+    let s = post(Some(&ran), &mut c);
+    assert_eq!((s.code(), s.message()), (Code::Unschedulable, String::new()));
+    // Without the DRA watches (extender mode) the plugin is not in play.
+    let s = post(Some(&never_ran), &mut ClusterState::default());
+    assert_eq!(s.code(), Code::Unschedulable);
+}
