@@ -14,6 +14,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 
 use crate::cache::ClusterState;
+use crate::framework::ApiWrite;
 use crate::framework::{CycleState, EnqueueExtensions, Framework, Status, WaitingPods};
 use crate::objects::{NodeInfo, PodInfo};
 
@@ -310,6 +311,11 @@ pub struct PostFilterResult {
     pub status: Status,
     /// What to do with the pod's nomination.
     pub nominating: Nominating,
+    /// Writes the scheduling loop sends before it reports the attempt
+    /// (DynamicResources deallocating a claim that blocks the pod); when
+    /// one fails, its error replaces the PostFilter part of the message,
+    /// as kube-scheduler's plugin returns it.
+    pub writes: Vec<ApiWrite>,
 }
 
 /// Runs when no node fits a pod (standalone mode), to make it fit in a later
@@ -416,7 +422,11 @@ pub trait ReservePlugin: Plugin {
     /// Gives back what `reserve` took. Called when any later step of the
     /// pod's scheduling or binding fails, also for plugins whose `reserve`
     /// did not run or failed, so it must be idempotent and must not fail.
-    fn unreserve(&self, state: &mut CycleState, pod: &PodInfo, node: &str);
+    /// Returns the API writes that undo what PreBind wrote (kube-scheduler's
+    /// DynamicResources takes the pod out of a claim's `reservedFor`): the
+    /// caller sends them, and only logs their failures, as kube-scheduler
+    /// does (the next attempt finds the claim as it is).
+    fn unreserve(&self, state: &mut CycleState, pod: &PodInfo, node: &str) -> Vec<ApiWrite>;
 }
 
 /// A Permit plugin's verdict on a reserved pod.

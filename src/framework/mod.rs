@@ -11,6 +11,7 @@
 //! the views in [`crate::objects`] and the cluster in [`crate::cache`]; both
 //! sit below this floor.
 
+mod api_write;
 mod cycle_state;
 pub mod explain;
 mod fit_error;
@@ -21,6 +22,7 @@ mod runner;
 mod status;
 mod waiting;
 
+pub use api_write::ApiWrite;
 pub use cycle_state::CycleState;
 pub use explain::{Explanation, NODE_NOT_FOUND, explain};
 pub use fit_error::{ReasonHistogram, fit_error_message};

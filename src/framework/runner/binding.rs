@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use super::{ExtensionPoint, Framework, PluginError};
 use crate::framework::interface::Permit;
-use crate::framework::{Code, CycleState, Status, WaitingPod, WaitingPods};
+use crate::framework::{ApiWrite, Code, CycleState, Status, WaitingPod, WaitingPods};
 use crate::objects::PodInfo;
 
 /// The PreBind plugins whose PreBindPreFlight skipped, for PreBind.
@@ -46,15 +46,20 @@ impl Framework {
         Ok(())
     }
 
-    /// Runs every Reserve plugin's Unreserve, in reverse order.
-    pub fn unreserve(&self, state: &mut CycleState, pod: &PodInfo, node: &str) {
+    /// Runs every Reserve plugin's Unreserve, in reverse order; returns the
+    /// API writes they asked for, in that order.
+    #[must_use = "the writes undo what PreBind wrote; send them"]
+    pub fn unreserve(&self, state: &mut CycleState, pod: &PodInfo, node: &str) -> Vec<ApiWrite> {
+        let mut writes = Vec::new();
         for wp in self.plugins.iter().rev() {
             if let Some(p) = wp.plugin.as_reserve() {
-                self.timed(p.name(), ExtensionPoint::Unreserve, || {
-                    p.unreserve(state, pod, node);
+                let mut w = self.timed(p.name(), ExtensionPoint::Unreserve, || {
+                    p.unreserve(state, pod, node)
                 });
+                writes.append(&mut w);
             }
         }
+        writes
     }
 
     /// Runs every Permit plugin. A denial stops the run and is returned; when

@@ -144,6 +144,7 @@ impl Framework {
         let mut reasons: Vec<Reason> = Vec::new();
         let mut nominating = Nominating::Unchanged;
         let mut rejector = None;
+        let mut writes = Vec::new();
         for wp in &self.plugins {
             let Some(p) = wp.plugin.as_post_filter() else {
                 continue;
@@ -153,12 +154,18 @@ impl Framework {
             });
             r.status = r.status.with_plugin(p.name());
             match r.status.code() {
-                Code::Success | Code::UnschedulableAndUnresolvable | Code::Error => return r,
+                Code::Success | Code::UnschedulableAndUnresolvable | Code::Error => {
+                    // Earlier plugins' writes stand: kube-scheduler's made them already.
+                    writes.append(&mut r.writes);
+                    r.writes = writes;
+                    return r;
+                }
                 _ => {}
             }
             if r.nominating != Nominating::Unchanged {
                 nominating = r.nominating;
             }
+            writes.append(&mut r.writes);
             reasons.extend(r.status.reasons().iter().cloned());
             rejector.get_or_insert(p.name());
         }
@@ -166,7 +173,11 @@ impl Framework {
         if let Some(name) = rejector {
             status = status.with_plugin(name);
         }
-        PostFilterResult { status, nominating }
+        PostFilterResult {
+            status,
+            nominating,
+            writes,
+        }
     }
 
     /// Every Filter plugin's status for `node` (for explanations).

@@ -24,8 +24,8 @@ use tracing::warn;
 use super::cycle::Failure;
 use super::report::Reporter;
 use crate::framework::{
-    Code, CycleState, ExtensionPoint, Framework, Nominating, PluginError, WaitingPod, WaitingPods,
-    fit_error_message,
+    ApiWrite, Code, CycleState, ExtensionPoint, Framework, Nominating, PluginError, WaitingPod,
+    WaitingPods, fit_error_message,
 };
 use crate::metrics::Metrics;
 use crate::objects::PodInfo;
@@ -39,14 +39,33 @@ pub fn reserve_and_permit(
     pod: &PodInfo,
     node: &str,
     waiting: &WaitingPods,
+    client: &Client,
 ) -> Result<Option<Arc<WaitingPod>>, PluginError> {
     let permitted = framework
         .reserve(state, pod, node)
         .and_then(|()| framework.permit(state, pod, node, waiting));
     if permitted.is_err() {
-        framework.unreserve(state, pod, node);
+        let writes = framework.unreserve(state, pod, node);
+        // Nothing of this attempt reached the API yet, so there is
+        // normally nothing to undo; what a plugin asks for is sent anyway,
+        // off the scheduling loop.
+        if !writes.is_empty() {
+            let (client, pod) = (client.clone(), pod.key());
+            tokio::spawn(async move { send_unreserve_writes(&writes, &client, &pod).await });
+        }
     }
     permitted
+}
+
+/// Sends Unreserve's writes; a failure is logged only (kube-scheduler's
+/// DynamicResources does the same: the next attempt finds the claim as it
+/// is and PostFilter or the claim's controller cleans up).
+async fn send_unreserve_writes(writes: &[ApiWrite], client: &Client, pod: &str) {
+    for write in writes {
+        if let Err(e) = write.send(client.clone()).await {
+            warn!(pod, write = write.what(), error = %e, "Unreserve's write failed");
+        }
+    }
 }
 
 /// What a failure after the node was chosen means for the pod: a rejection
@@ -70,6 +89,7 @@ pub fn failure_of(e: &PluginError) -> (Failure, bool) {
             message,
             nominating: Nominating::Clear,
             rejectors: vec![e.status.plugin()],
+            writes: None,
         };
         return (failure, at_permit);
     }
@@ -110,7 +130,10 @@ impl BindingCycle<'_> {
         let bound = self.bind(state, pod, node, slot).await;
         match &bound {
             Ok(()) => self.framework.post_bind(state, pod, node),
-            Err(_) => self.framework.unreserve(state, pod, node),
+            Err(_) => {
+                let writes = self.framework.unreserve(state, pod, node);
+                send_unreserve_writes(&writes, self.client, &pod.key()).await;
+            }
         }
         bound
     }

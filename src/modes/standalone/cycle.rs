@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::cache::ClusterState;
 use crate::framework::{
-    CycleState, Diagnosis, Framework, Nominating, PluginError, Status, fit_error_message,
+    ApiWrite, CycleState, Diagnosis, Framework, Nominating, PluginError, Status, fit_error_message,
 };
 use crate::objects::{NodeInfo, PodInfo};
 
@@ -51,12 +51,27 @@ pub enum Failure {
         /// `UnschedulablePlugins`): their queueing hints decide which
         /// cluster events retry it. Empty: any event does.
         rejectors: Vec<&'static str>,
+        /// API writes PostFilter asked for, sent before the attempt is
+        /// reported.
+        writes: Option<PostFilterWrites>,
     },
     /// A plugin failed (`Error` status); retried with backoff.
     Error {
         /// What failed.
         message: String,
     },
+}
+
+/// PostFilter's API writes and where its part of the failure message
+/// starts: kube-scheduler's plugin writes during PostFilter and, when the
+/// write fails, ends PostFilter with the error, which then is the whole
+/// PostFilter part of the message and leaves the nomination unchanged.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PostFilterWrites {
+    /// The writes, in plugin order.
+    pub writes: Vec<ApiWrite>,
+    /// The length of the message before PostFilter's part.
+    pub message_start: usize,
 }
 
 impl Failure {
@@ -81,6 +96,32 @@ impl Failure {
             message,
             nominating: Nominating::Clear,
             rejectors,
+            writes: None,
+        }
+    }
+
+    /// Takes the PostFilter writes out of the failure.
+    pub fn take_writes(&mut self) -> Option<PostFilterWrites> {
+        match self {
+            Failure::Unschedulable { writes, .. } => writes.take(),
+            Failure::Error { .. } => None,
+        }
+    }
+
+    /// A PostFilter write failed with `error`: as kube-scheduler, the
+    /// error replaces PostFilter's part of the message and the nomination
+    /// stays as it was (no later PostFilter plugin ran there).
+    pub fn post_filter_write_failed(&mut self, message_start: usize, error: &str) {
+        if let Failure::Unschedulable {
+            message,
+            nominating,
+            ..
+        } = self
+        {
+            message.truncate(message_start);
+            message.push(' ');
+            message.push_str(error);
+            *nominating = Nominating::Unchanged;
         }
     }
 
@@ -262,6 +303,10 @@ pub fn schedule_on(
             framework.post_filter(pod, &diagnosis, c)
         });
         let extra = post.status.message();
+        let writes = (!post.writes.is_empty()).then(|| PostFilterWrites {
+            writes: post.writes,
+            message_start: message.len(),
+        });
         return Err(Failure::Unschedulable {
             message: if extra.is_empty() {
                 message
@@ -270,6 +315,7 @@ pub fn schedule_on(
             },
             nominating: post.nominating,
             rejectors,
+            writes,
         });
     }
     // Most pods fit every node: then the node list itself is the feasible
@@ -459,6 +505,7 @@ mod tests {
                 message: "0/2 nodes are available: 2 no hw.".into(),
                 nominating: Nominating::Clear,
                 rejectors: vec!["CapabilityFilter"],
+                writes: None,
             }
         );
         let mut empty = ClusterState::default();
@@ -489,6 +536,7 @@ mod tests {
                     .into(),
                 nominating: Nominating::Clear,
                 rejectors: vec!["VolumeBinding"],
+                writes: None,
             }
         );
     }

@@ -250,15 +250,21 @@ impl Standalone {
                 let mut assumed = (*pod).clone();
                 assumed.node_name = Some(node.clone());
                 self.state.cache.write().apply_pod(assumed);
-                let waits =
-                    match reserve_and_permit(&framework, &mut state, &pod, &node, &self.waiting) {
-                        Ok(waits) => waits.is_some(),
-                        Err(e) => {
-                            self.forget(&pod);
-                            self.fail_reserved(info, &e).await;
-                            return;
-                        }
-                    };
+                let waits = match reserve_and_permit(
+                    &framework,
+                    &mut state,
+                    &pod,
+                    &node,
+                    &self.waiting,
+                    &self.client,
+                ) {
+                    Ok(waits) => waits.is_some(),
+                    Err(e) => {
+                        self.forget(&pod);
+                        self.fail_reserved(info, &e).await;
+                        return;
+                    }
+                };
                 // A pod that waits at Permit takes its bind slot once the wait is over.
                 let slot = if waits {
                     None
@@ -288,8 +294,16 @@ impl Standalone {
                 if let Some(d) = &self.diagnoses {
                     d.record_attempt(&pod, failure.message(), self.state.cache.generation());
                 }
+                // A pod whose PostFilter acts (evictions, writes) is held until it has.
                 let preempting = matches!(failure.nominating(), Nominating::Nominate(_));
-                let info = if preempting {
+                let writing = matches!(
+                    failure,
+                    Failure::Unschedulable {
+                        writes: Some(_),
+                        ..
+                    }
+                );
+                let info = if preempting || writing {
                     Some(info)
                 } else {
                     let retry = if unschedulable {
@@ -316,20 +330,32 @@ impl Standalone {
         }
     }
 
-    /// Carries out what a failed attempt decided: evict the victims and
-    /// nominate the node, or clear a nomination; then the FailedScheduling
-    /// event and condition. A preempting pod (`info`) is requeued only once
-    /// its evictions are sent and its nomination written, as kube-scheduler
-    /// holds it back meanwhile, and to backoff rather than the unschedulable
-    /// pool: the deletions it waits for may already have been seen.
+    /// Carries out what a failed attempt decided: PostFilter's API writes
+    /// (kube-scheduler's plugins send them during PostFilter), then evict
+    /// the victims and nominate the node, or clear a nomination; then the
+    /// FailedScheduling event and condition. A pod held for that (`info`)
+    /// is requeued only once it is done, as kube-scheduler holds it back
+    /// meanwhile: a preempting pod to backoff rather than the unschedulable
+    /// pool, since the deletions it waits for may already have been seen;
+    /// a pod whose PostFilter only wrote waits for a cluster event as any
+    /// unschedulable pod (its own write's event included).
     async fn after_failure(
         &self,
         pod: &PodInfo,
         info: Option<QueuedPodInfo>,
-        failure: Failure,
+        mut failure: Failure,
         was_nominated: bool,
         profile: &str,
     ) {
+        if let Some(pending) = failure.take_writes() {
+            for write in &pending.writes {
+                if let Err(e) = write.send(self.client.clone()).await {
+                    warn!(pod = %pod.key(), write = write.what(), error = %e, "PostFilter's write failed");
+                    failure.post_filter_write_failed(pending.message_start, &e);
+                    break;
+                }
+            }
+        }
         let nominator = self.queue.nominator();
         let nominated = match failure.nominating() {
             Nominating::Unchanged => None,
@@ -354,7 +380,12 @@ impl Standalone {
         // bound, the API server refuses `nominatedNodeName` on it.
         self.reporter.failed(pod, &failure, nominated).await;
         if let Some(info) = info {
-            self.requeue(info, Retry::Backoff);
+            let retry = if matches!(failure.nominating(), Nominating::Nominate(_)) {
+                Retry::Backoff
+            } else {
+                Retry::AfterEvent(failure.rejectors().to_vec())
+            };
+            self.requeue(info, retry);
         }
     }
 

@@ -139,8 +139,8 @@ mod binding_cycle {
 
     use super::*;
     use crate::framework::{
-        BindPlugin, CycleState, Framework, Permit, PermitPlugin, PostBindPlugin, PreBindPlugin,
-        ReservePlugin, Status, WaitingPods, WeightedPlugin,
+        ApiWrite, BindPlugin, CycleState, Framework, Permit, PermitPlugin, PostBindPlugin,
+        PreBindPlugin, ReservePlugin, Status, WaitingPods, WeightedPlugin,
     };
     use crate::metrics::Metrics;
     use crate::modes::standalone::binding::{BindingCycle, failure_of, reserve_and_permit};
@@ -211,8 +211,9 @@ mod binding_cycle {
             self.note("reserve");
             self.reserve.clone()
         }
-        fn unreserve(&self, _: &mut CycleState, _: &PodInfo, _: &str) {
+        fn unreserve(&self, _: &mut CycleState, _: &PodInfo, _: &str) -> Vec<ApiWrite> {
             self.note("unreserve");
+            Vec::new()
         }
     }
 
@@ -305,7 +306,7 @@ mod binding_cycle {
         /// Reserve, Permit, then the binding cycle, as the loop runs them.
         async fn schedule(&self, fw: &Framework) -> Result<(), crate::framework::PluginError> {
             let (pod, mut state) = (pod(), CycleState::new());
-            reserve_and_permit(fw, &mut state, &pod, "n1", &self.waiting)?;
+            reserve_and_permit(fw, &mut state, &pod, "n1", &self.waiting, &self.client)?;
             let cycle = BindingCycle {
                 framework: fw,
                 client: &self.client,

@@ -171,6 +171,7 @@ impl DefaultPreemption {
             return PostFilterResult {
                 status: Status::unschedulable(why),
                 nominating: Nominating::Unchanged,
+                writes: Vec::new(),
             };
         }
         let mut potential: Vec<&NodeInfo> = diagnosis
@@ -208,6 +209,7 @@ impl DefaultPreemption {
                 return PostFilterResult {
                     status: e.clone(),
                     nominating: Nominating::Unchanged,
+                    writes: Vec::new(),
                 };
             }
             let mut h = ReasonHistogram::default();
@@ -219,6 +221,7 @@ impl DefaultPreemption {
             return PostFilterResult {
                 status: Status::unschedulable(h.message(diagnosis.total)),
                 nominating: Nominating::Clear,
+                writes: Vec::new(),
             };
         }
         let best = pick_one(candidates);
@@ -235,6 +238,7 @@ impl DefaultPreemption {
                 node: best.node.name.clone(),
                 victims: best.victims,
             }),
+            writes: Vec::new(),
         }
     }
 }

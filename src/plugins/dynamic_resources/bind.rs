@@ -15,12 +15,15 @@ use futures::future::BoxFuture;
 use k8s_openapi::api::resource::v1::{
     AllocationResult, ResourceClaim, ResourceClaimConsumerReference, ResourceClaimStatus,
 };
-use kube::api::PostParams;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Patch, PatchParams, PostParams};
+use serde_json::json;
 use kube::{Api, Client};
 
 use super::filter::{DraCycle, devices_of};
 use super::{DynamicResources, InFlight, kobj};
-use crate::framework::{CycleState, PreBindPlugin, ReservePlugin, Status};
+use crate::framework::{ApiWrite, CycleState, PreBindPlugin, ReservePlugin, Status};
 use crate::objects::PodInfo;
 
 /// The finalizer that keeps an allocated claim from vanishing under its
@@ -65,22 +68,100 @@ impl ReservePlugin for DynamicResources {
 
     /// Gives back the devices of allocations not written yet. One PreBind
     /// already wrote stays in flight until the watch shows it: the API has
-    /// it, so another pod must not be given its devices meanwhile (the pod
-    /// itself, retried, finds its claim allocated and reserved for it).
-    fn unreserve(&self, state: &mut CycleState, _: &PodInfo, _: &str) {
+    /// it, so another pod must not be given its devices meanwhile. As
+    /// kube-scheduler, takes the pod out of `reservedFor` of every
+    /// allocated claim that lists it (as PreBind left it): the allocation
+    /// stays, so a retry goes where it points, or PostFilter deallocates it.
+    fn unreserve(&self, state: &mut CycleState, pod: &PodInfo, _: &str) -> Vec<ApiWrite> {
         let Some(cycle) = state.read::<DraCycle>() else {
-            return;
+            return Vec::new();
         };
-        let mut table = self.in_flight.lock();
-        for &i in &cycle.to_allocate {
-            let claim = &cycle.claims[i];
-            let key = kobj(claim);
-            if table.get(&key).is_some_and(|f| {
-                f.written.is_none() && Some(f.uid.as_str()) == claim.metadata.uid.as_deref()
-            }) {
-                table.remove(&key);
+        {
+            let mut table = self.in_flight.lock();
+            for &i in &cycle.to_allocate {
+                let claim = &cycle.claims[i];
+                let key = kobj(claim);
+                if table.get(&key).is_some_and(|f| {
+                    f.written.is_none() && Some(f.uid.as_str()) == claim.metadata.uid.as_deref()
+                }) {
+                    table.remove(&key);
+                }
             }
         }
+        let written = cycle.written.lock();
+        cycle
+            .claims
+            .iter()
+            .enumerate()
+            .map(|(i, claim)| written.get(&i).unwrap_or(claim))
+            .filter(|claim| {
+                claim.status.as_ref().is_some_and(|s| s.allocation.is_some())
+                    && reserved_for(claim, pod)
+            })
+            .map(|claim| unreserve_claim(claim, pod))
+            .collect()
+    }
+}
+
+/// Takes `pod` out of `claim`'s `status.reservedFor` with a strategic merge
+/// patch on the status (it removes the one entry without the latest
+/// claim), guarded by the claim's uid, as kube-scheduler's Unreserve does.
+fn unreserve_claim(claim: &ResourceClaim, pod: &PodInfo) -> ApiWrite {
+    let name = claim.metadata.name.clone().unwrap_or_default();
+    let namespace = claim.metadata.namespace.clone().unwrap_or_default();
+    let patch = json!({
+        "metadata": {"uid": claim.metadata.uid},
+        "status": {"reservedFor": [{"$patch": "delete", "uid": pod.uid}]},
+    });
+    ApiWrite::new(
+        format!("take pod {} out of ResourceClaim {}'s reservedFor", pod.key(), kobj(claim)),
+        move |client| {
+            let (name, namespace, patch) = (name.clone(), namespace.clone(), patch.clone());
+            Box::pin(async move {
+                let api: Api<ResourceClaim> = Api::namespaced(client, &namespace);
+                api.patch_status(&name, &PatchParams::default(), &Patch::Strategic(patch))
+                    .await
+                    .map(drop)
+                    .map_err(|e| api_message(&e))
+            })
+        },
+    )
+}
+
+/// PostFilter's deallocation of `claim` (as the cache has it): its status
+/// without allocation, reservations and device status, written with the
+/// claim's resourceVersion, so a claim that changed meanwhile is left alone
+/// (the write fails with a conflict).
+pub(super) fn deallocate(claim: &ResourceClaim) -> ApiWrite {
+    let mut cleared = claim.clone();
+    if let Some(status) = cleared.status.as_mut() {
+        status.reserved_for = None;
+        status.allocation = None;
+        status.devices = None;
+    }
+    let name = claim.metadata.name.clone().unwrap_or_default();
+    let namespace = claim.metadata.namespace.clone().unwrap_or_default();
+    let cleared = Arc::new(cleared);
+    ApiWrite::new(
+        format!("deallocate ResourceClaim {}", kobj(claim)),
+        move |client| {
+            let (name, namespace, cleared) = (name.clone(), namespace.clone(), cleared.clone());
+            Box::pin(async move {
+                let api: Api<ResourceClaim> = Api::namespaced(client, &namespace);
+                api.replace_status(&name, &PostParams::default(), &*cleared)
+                    .await
+                    .map(drop)
+                    .map_err(|e| api_message(&e))
+            })
+        },
+    )
+}
+
+/// An API error as kube-scheduler prints it: the API server's message.
+fn api_message(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(status) => status.message.clone(),
+        other => other.to_string(),
     }
 }
 
@@ -127,12 +208,15 @@ impl PreBindPlugin for DynamicResources {
                     },
                 };
                 match bind_claim(client, claim, allocation.as_ref(), pod).await {
-                    Ok(written) if allocation.is_some() => {
-                        if let Some(f) = self.in_flight.lock().get_mut(&kobj(claim)) {
-                            f.written = Some(Arc::new(written));
+                    Ok(written) => {
+                        let written = Arc::new(written);
+                        if allocation.is_some()
+                            && let Some(f) = self.in_flight.lock().get_mut(&kobj(claim))
+                        {
+                            f.written = Some(written.clone());
                         }
+                        cycle.written.lock().insert(i, written);
                     }
-                    Ok(_) => {}
                     Err(e) => return Status::error(e),
                 }
             }
@@ -149,19 +233,29 @@ pub(super) fn with_reservation(
     allocation: Option<&AllocationResult>,
     pod: &PodInfo,
 ) -> Result<ResourceClaim, String> {
+    let key = kobj(&claim);
     if claim.metadata.deletion_timestamp.is_some() {
-        return Err(format!("claim {} got deleted in the meantime", kobj(&claim)));
+        return Err(format!("claim {key} got deleted in the meantime"));
     }
     let status = claim.status.get_or_insert_with(ResourceClaimStatus::default);
     if let Some(allocation) = allocation {
         if status.allocation.is_some() {
             return Err(format!(
-                "claim {} got allocated elsewhere in the meantime",
-                kobj(&claim)
+                "claim {key} got allocated elsewhere in the meantime"
             ));
         }
         status.allocation = Some(allocation.clone());
     }
+    // v1.37's binding conditions (on by default) time a claim's binding
+    // from the allocation's timestamp, which PreBind sets once.
+    let Some(allocated) = status.allocation.as_mut() else {
+        return Err(format!(
+            "claim {key} got deallocated elsewhere in the meantime"
+        ));
+    };
+    allocated
+        .allocation_timestamp
+        .get_or_insert_with(|| Time(Timestamp::now()));
     status
         .reserved_for
         .get_or_insert_with(Vec::new)

@@ -6,7 +6,7 @@
 //! node's slices up in the cache's per-node index and keeps what the
 //! allocator chose per node for Score, Reserve and PreBind.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use k8s_openapi::api::resource::v1::{
@@ -15,6 +15,7 @@ use k8s_openapi::api::resource::v1::{
 use parking_lot::Mutex;
 
 use super::allocator::{AllocatedDevices, Allocator, AllocatorError, DeviceId};
+use super::bind::deallocate;
 use super::{
     DynamicResources, ERR_CANNOT_ALLOCATE, ERR_NOT_AVAILABLE, InFlight, kobj, pod_claims, watched,
 };
@@ -47,6 +48,12 @@ pub(super) struct DraCycle {
     /// What the allocator chose on each node that fits: one result per
     /// claim of `to_allocate`.
     pub(super) by_node: Mutex<HashMap<String, Arc<Vec<AllocationResult>>>>,
+    /// Indexes of allocated claims that some node rejected for their
+    /// allocation's node selector: PostFilter may deallocate one.
+    unavailable: Mutex<BTreeSet<usize>>,
+    /// The claims as PreBind wrote them, by index (Unreserve takes the
+    /// pod out of their `reservedFor`).
+    pub(super) written: Mutex<HashMap<usize, Arc<ResourceClaim>>>,
 }
 
 #[cfg(test)]
@@ -66,6 +73,8 @@ impl DraCycle {
             allocator: None,
             allocated: AllocatedDevices::default(),
             by_node: Mutex::new(HashMap::from([(node.to_owned(), Arc::new(results))])),
+            unavailable: Mutex::default(),
+            written: Mutex::default(),
         }
     }
 }
@@ -193,6 +202,8 @@ impl PreFilterPlugin for DynamicResources {
             allocator,
             allocated,
             by_node: Mutex::default(),
+            unavailable: Mutex::default(),
+            written: Mutex::default(),
         });
         Status::success()
     }
@@ -202,32 +213,57 @@ impl PreFilterPlugin for DynamicResources {
 #[derive(Debug, Clone, Copy)]
 struct PreFilterRan;
 
-/// kube-scheduler's PostFilter reads the plugin's PreFilter state first.
-/// When an earlier PreFilter plugin rejected the pod, this plugin's PreFilter
-/// never ran, the read fails and kube-scheduler ends PostFilter there with
-/// the cycle state's error, "not found", which its FailedScheduling text
-/// then carries instead of DefaultPreemption's part. placer gives the same
-/// text. Otherwise the plugin has nothing to do: deallocating a claim that
-/// blocks the pod is not implemented, which kube-scheduler's PostFilter
-/// answers the same way when no claim of the pod is allocated.
+/// kube-scheduler's PostFilter: deallocate an allocated claim of the pod
+/// that some node rejected for its allocation's node selector, provided no
+/// other pod has it reserved, so the next attempt may allocate it anywhere
+/// (before DefaultPreemption evicts anyone: the plugin comes first).
+/// kube-scheduler picks one such claim at random; placer the first in spec
+/// order. The scheduling loop sends the write ([`crate::framework::ApiWrite`]).
+///
+/// It reads the plugin's PreFilter state first. When an earlier PreFilter
+/// plugin rejected the pod, this plugin's PreFilter never ran, the read
+/// fails and kube-scheduler ends PostFilter there with the cycle state's
+/// error, "not found", which its FailedScheduling text then carries instead
+/// of DefaultPreemption's part. placer gives the same text. `/explain`
+/// keeps no cycle state and never writes: there the plugin has nothing to do.
 impl PostFilterPlugin for DynamicResources {
     fn post_filter(
         &self,
         _: &Framework,
-        _: &PodInfo,
+        pod: &PodInfo,
         diagnosis: &Diagnosis<'_>,
         cluster: &mut ClusterState,
     ) -> PostFilterResult {
-        let ran = diagnosis
-            .state
-            .is_none_or(|s| s.read::<PreFilterRan>().is_some());
-        PostFilterResult {
-            status: if watched(cluster) && !ran {
-                Status::error("not found")
-            } else {
-                Status::from_reasons(Code::Unschedulable, Vec::new())
-            },
+        let answer = |status, writes| PostFilterResult {
+            status,
             nominating: Nominating::Unchanged,
+            writes,
+        };
+        let nothing = || answer(Status::from_reasons(Code::Unschedulable, Vec::new()), Vec::new());
+        let Some(state) = diagnosis.state.filter(|_| watched(cluster)) else {
+            return nothing();
+        };
+        if state.read::<PreFilterRan>().is_none() {
+            return answer(Status::error("not found"), Vec::new());
+        }
+        let Some(cycle) = state.read::<DraCycle>() else {
+            return nothing();
+        };
+        let unavailable = cycle.unavailable.lock();
+        let blocking = unavailable.iter().map(|&i| &cycle.claims[i]).find(|claim| {
+            let reserved = claim.status.as_ref().and_then(|s| s.reserved_for.as_deref());
+            match reserved.unwrap_or_default() {
+                [] => true,
+                [only] => only.uid == pod.uid,
+                _ => false,
+            }
+        });
+        match blocking {
+            Some(claim) => answer(
+                Status::unschedulable("deallocation of ResourceClaim completed"),
+                vec![deallocate(claim)],
+            ),
+            None => nothing(),
         }
     }
 }
@@ -286,37 +322,59 @@ impl FilterPlugin for DynamicResources {
             Ok(s) => s,
             Err(missing) => return missing,
         };
-        if cycle
+        // kube-scheduler notes the allocated claims the node cannot use,
+        // still runs the allocator for the others (its verdict comes first),
+        // and only then rejects the node for the former.
+        let unavailable: Vec<usize> = cycle
             .available_on
             .iter()
-            .any(|s| s.as_ref().is_some_and(|s| !s.matches(node)))
-        {
+            .enumerate()
+            .filter(|(_, s)| s.as_ref().is_some_and(|s| !s.matches(node)))
+            .map(|(i, _)| i)
+            .collect();
+        let allocated = match &cycle.allocator {
+            None => None,
+            Some(allocator) => match allocate_on(allocator, cycle, node, cluster) {
+                Ok(results) => Some(results),
+                Err(status) => return status,
+            },
+        };
+        if !unavailable.is_empty() {
+            cycle.unavailable.lock().extend(unavailable);
             return Status::unresolvable(ERR_NOT_AVAILABLE);
         }
-        let Some(allocator) = &cycle.allocator else {
-            return Status::success();
-        };
-        let dra = cluster.dra();
-        let (own, shared) = dra.slices_for(&node.name);
-        let joined: Vec<Arc<ResourceSlice>>;
-        let slices = if shared.is_empty() {
-            own
-        } else {
-            joined = own.iter().chain(shared).cloned().collect();
-            &joined
-        };
-        match allocator.allocate(node, slices, dra.all_slices(), &cycle.allocated) {
-            Ok(Some(results)) if results.len() == cycle.to_allocate.len() => {
-                cycle
-                    .by_node
-                    .lock()
-                    .insert(node.name.clone(), Arc::new(results));
-                Status::success()
-            }
-            Ok(_) => Status::unresolvable(ERR_CANNOT_ALLOCATE),
-            Err(AllocatorError::OnNode(e)) => Status::unresolvable(e),
-            Err(e) => Status::error(e.to_string()),
+        if let Some(results) = allocated {
+            cycle
+                .by_node
+                .lock()
+                .insert(node.name.clone(), Arc::new(results));
         }
+        Status::success()
+    }
+}
+
+/// Runs the allocator for `cycle`'s unallocated claims on `node`: one
+/// result per claim, or the node's rejection.
+fn allocate_on(
+    allocator: &Allocator,
+    cycle: &DraCycle,
+    node: &NodeInfo,
+    cluster: &ClusterState,
+) -> Result<Vec<AllocationResult>, Status> {
+    let dra = cluster.dra();
+    let (own, shared) = dra.slices_for(&node.name);
+    let joined: Vec<Arc<ResourceSlice>>;
+    let slices = if shared.is_empty() {
+        own
+    } else {
+        joined = own.iter().chain(shared).cloned().collect();
+        &joined
+    };
+    match allocator.allocate(node, slices, dra.all_slices(), &cycle.allocated) {
+        Ok(Some(results)) if results.len() == cycle.to_allocate.len() => Ok(results),
+        Ok(_) => Err(Status::unresolvable(ERR_CANNOT_ALLOCATE)),
+        Err(AllocatorError::OnNode(e)) => Err(Status::unresolvable(e)),
+        Err(e) => Err(Status::error(e.to_string())),
     }
 }
 

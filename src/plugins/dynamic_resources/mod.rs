@@ -16,15 +16,17 @@
 //!   node in the cache's index ("cannot allocate all claims").
 //! - Score: claims with `firstAvailable` requests score the alternatives
 //!   they got (earlier is better), normalized as kube-scheduler does.
+//! - PostFilter ([`filter`]): an allocated claim some node rejected for its
+//!   node selector, held by no other pod, is deallocated (a write the
+//!   scheduling loop sends), so the next attempt may allocate it elsewhere.
 //! - Reserve / Unreserve / PreBind ([`bind`]): the chosen devices are in
 //!   flight from Reserve until the watch shows PreBind's write, so no other
 //!   pod gets them; PreBind writes `status.allocation` and adds the pod to
-//!   `status.reservedFor` (a shared claim already allocated: only the latter).
+//!   `status.reservedFor` (a shared claim already allocated: only the
+//!   latter); Unreserve after a failed bind takes the pod out again.
 //!
-//! Not done: PostFilter (deallocating a claim that blocks the pod) needs an
-//! API write placer's PostFilter point does not offer; DeviceTaintRules
-//! (GA in v1.37) are not watched; extended resources backed by DRA are not
-//! mapped for NodeResourcesFit.
+//! Not done: DeviceTaintRules (GA in v1.37) are not watched; extended
+//! resources backed by DRA are not mapped for NodeResourcesFit.
 
 pub mod allocator;
 mod bind;

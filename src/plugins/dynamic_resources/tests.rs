@@ -10,7 +10,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{NodeSelector, NodeSelectorRequirement, NodeSelectorTerm};
 use k8s_openapi::api::resource::v1::{
     AllocationResult, DeviceAllocationResult, DeviceRequestAllocationResult, ResourceClaim,
-    ResourceClaimStatus,
+    ResourceClaimConsumerReference, ResourceClaimStatus,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 
@@ -242,7 +242,10 @@ fn pre_bind_writes_the_allocation_and_the_reservation() {
     let a = allocation("gpu-0", Some("n1"));
     let written = with_reservation(claim("c"), Some(&a), &p).unwrap();
     let status = written.status.unwrap();
-    assert_eq!(status.allocation, Some(a.clone()));
+    // "bind-failure" et al.: PreBind stamps the allocation (binding conditions time from it).
+    let mut stamped = status.allocation.clone().unwrap();
+    assert!(stamped.allocation_timestamp.take().is_some());
+    assert_eq!(stamped, a);
     let reserved = status.reserved_for.unwrap();
     assert_eq!(reserved.len(), 1);
     assert_eq!(
@@ -260,6 +263,9 @@ fn pre_bind_writes_the_allocation_and_the_reservation() {
     gone.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
     let e = with_reservation(gone, Some(&a), &p).unwrap_err();
     assert_eq!(e, "claim ns/c got deleted in the meantime");
+    // A shared claim PostFilter (or anyone) deallocated since the cycle read it.
+    let e = with_reservation(claim("c"), None, &p).unwrap_err();
+    assert_eq!(e, "claim ns/c got deallocated elsewhere in the meantime");
 }
 
 /// PostFilter as kube-scheduler's: when an earlier PreFilter rejected the pod
@@ -297,4 +303,133 @@ fn post_filter_fails_only_when_pre_filter_never_ran() {
     // Without the DRA watches (extender mode) the plugin is not in play.
     let s = post(Some(&never_ran), &mut ClusterState::default());
     assert_eq!(s.code(), Code::Unschedulable);
+}
+
+/// A framework with the plugin only, and its PostFilter on `state`.
+fn post_filter_on(
+    plugin: DynamicResources,
+    p: &PodInfo,
+    state: &CycleState,
+    c: &mut ClusterState,
+) -> crate::framework::PostFilterResult {
+    let fw = crate::framework::Framework::new(
+        "p",
+        vec![crate::framework::WeightedPlugin {
+            plugin: Arc::new(plugin),
+            weight: 1,
+        }],
+    );
+    let diagnosis = crate::framework::Diagnosis {
+        total: 2,
+        failed: &[],
+        state: Some(state),
+    };
+    fw.post_filter(p, &diagnosis, c)
+}
+
+fn reserved(mut c: ResourceClaim, pods: &[&str]) -> ResourceClaim {
+    let status = c.status.get_or_insert_with(ResourceClaimStatus::default);
+    status.reserved_for = Some(
+        pods.iter()
+            .map(|uid| ResourceClaimConsumerReference {
+                resource: "pods".into(),
+                name: (*uid).into(),
+                uid: (*uid).into(),
+                ..ResourceClaimConsumerReference::default()
+            })
+            .collect(),
+    );
+    c
+}
+
+/// kube-scheduler's "claim-deallocate" and `deallocateOrDeletePodClaims`: a
+/// claim allocated for a node the pod cannot use, and that no other pod
+/// holds, is deallocated in PostFilter; one another pod holds is left.
+#[test]
+fn post_filter_deallocates_a_claim_only_the_pod_would_use() {
+    let p = pod(vec![named("c")]);
+    for (holders, deallocates) in [
+        (&[][..], true),
+        (&["pod-uid"][..], true),
+        (&["other"][..], false),
+        (&["pod-uid", "other"][..], false),
+    ] {
+        let plugin = DynamicResources::default();
+        let mut c = cluster(vec![reserved(
+            allocated(claim("c"), "gpu-0", Some("n1")),
+            holders,
+        )]);
+        let mut state = CycleState::new();
+        assert!(plugin.pre_filter(&mut state, &p, &c).is_success());
+        let s = plugin.filter(&state, &p, &node("n2"), &c);
+        assert_eq!(s.message(), ERR_NOT_AVAILABLE);
+        let post = post_filter_on(plugin, &p, &state, &mut c);
+        assert_eq!(post.status.code(), Code::Unschedulable, "{holders:?}");
+        if deallocates {
+            assert_eq!(post.status.message(), "deallocation of ResourceClaim completed");
+            let what: Vec<&str> = post.writes.iter().map(|w| w.what()).collect();
+            assert_eq!(what, ["deallocate ResourceClaim ns/c"]);
+        } else {
+            assert_eq!(post.status.message(), "", "{holders:?}");
+            assert!(post.writes.is_empty());
+        }
+    }
+    // No node rejected the claim (the pod failed elsewhere): nothing to do.
+    let plugin = DynamicResources::default();
+    let mut c = cluster(vec![allocated(claim("c"), "gpu-0", Some("n1"))]);
+    let mut state = CycleState::new();
+    assert!(plugin.pre_filter(&mut state, &p, &c).is_success());
+    assert!(plugin.filter(&state, &p, &node("n1"), &c).is_success());
+    assert!(post_filter_on(plugin, &p, &state, &mut c).writes.is_empty());
+}
+
+/// kube-scheduler's Filter runs the allocator for the claims still to
+/// allocate before it rejects a node for an allocated claim's selector, so
+/// the allocator's verdict is the node's reason when both fail.
+#[test]
+fn the_allocator_speaks_before_an_unavailable_claim() {
+    let mut pending = claim("new");
+    pending.spec = serde_json::from_value(serde_json::json!({
+        "devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}
+    }))
+    .unwrap();
+    let mut c = cluster(vec![allocated(claim("old"), "gpu-0", Some("n1")), pending]);
+    c.dra_mut().replace_classes(vec![Arc::new(
+        serde_json::from_value(serde_json::json!({"metadata": {"name": "gpu"}, "spec": {}}))
+            .unwrap(),
+    )]);
+    let plugin = DynamicResources::default();
+    let p = pod(vec![named("old"), named("new")]);
+    let mut state = CycleState::new();
+    assert!(plugin.pre_filter(&mut state, &p, &c).is_success());
+    // n2 has no devices: the allocator fails first, and the claim is not noted.
+    let s = plugin.filter(&state, &p, &node("n2"), &c);
+    assert_eq!(s.message(), ERR_CANNOT_ALLOCATE);
+    assert!(post_filter_on(plugin, &p, &state, &mut c).writes.is_empty());
+}
+
+/// "bind-failure": Unreserve after a failed Bind takes the pod out of the
+/// `reservedFor` PreBind wrote; a claim the pod does not hold is left.
+#[test]
+fn unreserve_takes_the_pod_out_of_what_pre_bind_reserved() {
+    let plugin = DynamicResources::default();
+    let p = pod(vec![named("a"), named("b")]);
+    let mut state = CycleState::new();
+    state.write(DraCycle::chosen(
+        vec![
+            Arc::new(allocated(claim("a"), "gpu-0", Some("n1"))),
+            Arc::new(allocated(claim("b"), "gpu-1", Some("n1"))),
+        ],
+        vec![],
+        "n1",
+        vec![],
+    ));
+    assert!(plugin.unreserve(&mut state, &p, "n1").is_empty());
+    let written = with_reservation(allocated(claim("a"), "gpu-0", Some("n1")), None, &p).unwrap();
+    if let Some(cycle) = state.read::<DraCycle>() {
+        cycle.written.lock().insert(0, Arc::new(written));
+    }
+    let writes = plugin.unreserve(&mut state, &p, "n1");
+    let what: Vec<&str> = writes.iter().map(|w| w.what()).collect();
+    assert_eq!(what, ["take pod ns/p out of ResourceClaim ns/a's reservedFor"]);
 }

@@ -20,7 +20,7 @@ use kube::api::PostParams;
 use kube::{Api, Client};
 
 use super::{ClaimsState, PodVolumes, VolumeBinding};
-use crate::framework::{CycleState, PreBindPlugin, ReservePlugin, Status};
+use crate::framework::{ApiWrite, CycleState, PreBindPlugin, ReservePlugin, Status};
 use crate::objects::Keyed;
 use crate::objects::PodInfo;
 use crate::objects::volume::{ClaimInfo, SELECTED_NODE};
@@ -51,11 +51,12 @@ impl ReservePlugin for VolumeBinding {
         Status::success()
     }
 
-    fn unreserve(&self, state: &mut CycleState, _: &PodInfo, node: &str) {
-        let Some(volumes) = state.read::<ClaimsState>().and_then(|c| c.on(node)) else {
-            return;
-        };
-        self.forget(&volumes, node);
+    fn unreserve(&self, state: &mut CycleState, _: &PodInfo, node: &str) -> Vec<ApiWrite> {
+        if let Some(volumes) = state.read::<ClaimsState>().and_then(|c| c.on(node)) {
+            self.forget(&volumes, node);
+        }
+        // What PreBind wrote stays: the PV controller goes on with it.
+        Vec::new()
     }
 }
 

@@ -347,3 +347,78 @@ async fn pods_racing_for_few_devices_get_one_each() -> anyhow::Result<()> {
     assert_eq!(still, 4, "no pod bound after the devices ran out");
     Ok(())
 }
+
+/// Writes claim `name` (one GPU) as allocated to `node`'s `gpu-0` by someone before (a driver,
+/// a scheduler since gone) and held by no pod.
+async fn stale_claim(env: &TestEnv, name: &str, node: &str) -> anyhow::Result<()> {
+    claim_spec(env, name, "gpu", 1, false, true).await?;
+    let api = Api::<ResourceClaim>::namespaced(env.client().clone(), env.namespace());
+    let mut claim = api.get(name).await?;
+    claim.status = Some(serde_json::from_value(json!({ "allocation": {
+        "devices": { "results": [
+            { "request": "gpu", "driver": DRIVER, "pool": node, "device": "gpu-0" },
+        ] },
+        "nodeSelector": { "nodeSelectorTerms": [{ "matchFields": [
+            { "key": "metadata.name", "operator": "In", "values": [node] },
+        ] }] },
+    } }))?);
+    api.replace_status(name, &PostParams::default(), &claim)
+        .await
+        .with_context(|| format!("allocate {name} on {node}"))?;
+    Ok(())
+}
+
+/// A claim allocated for a node the pod cannot use (a taint it does not tolerate), held by no
+/// pod: DynamicResources' PostFilter deallocates it (before DefaultPreemption would evict
+/// anyone), and the next attempt allocates the other node's GPU. placer and kube-scheduler give
+/// the same FailedScheduling text and the same placement.
+#[tokio::test]
+async fn a_claim_allocated_where_the_pod_cannot_go_is_deallocated() -> anyhow::Result<()> {
+    let env = TestEnv::with_own_control_plane("sa-dra-dealloc").await?;
+    let both = SideBySide::start(&env, &comparable_plugins()).await?;
+    device_class(&env, "gpu", None).await?;
+    let copies = both.copies();
+    let mut layout = Vec::new();
+    for (tag, _) in &copies {
+        let nodes = env
+            .create_nodes([
+                env.node(&format!("{tag}1")).label(COPY, tag).taint(
+                    "placer-e2e/busy",
+                    "yes",
+                    "NoSchedule",
+                ),
+                env.node(&format!("{tag}2")).label(COPY, tag),
+            ])
+            .await?;
+        for node in &nodes {
+            publish(&env, node, &[("gpu-0", 0, "a100")]).await?;
+        }
+        stale_claim(&env, &format!("stale-{tag}"), &nodes[0]).await?;
+        layout.push(nodes);
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mut texts = Vec::new();
+    for ((tag, scheduler), nodes) in copies.iter().zip(&layout) {
+        let name = format!("user-{tag}");
+        let pod = env.pod(&name).scheduler(scheduler).node_selector(COPY, tag);
+        let claim = format!("stale-{tag}");
+        env.create_pod_with_spec(&pod, claims(None, Some(&claim)))
+            .await?;
+        let event = env.wait_pod_event(&name, "FailedScheduling").await?;
+        texts.push(event.message.unwrap_or_default());
+        assert_eq!(env.wait_pod_bound(&name).await?, nodes[1], "{scheduler}");
+        let allocated = allocations(&env).await?;
+        assert!(
+            allocated.contains(&(claim.clone(), nodes[1].clone(), "gpu-0".into())),
+            "{scheduler}: {claim} holds {allocated:?}"
+        );
+    }
+    eprintln!("placer: {}\nkube-scheduler: {}", texts[0], texts[1]);
+    assert_eq!(texts[0], texts[1]);
+    assert!(
+        texts[0].contains("deallocation of ResourceClaim completed"),
+        "{}",
+        texts[0]
+    );
+    Ok(())
+}
