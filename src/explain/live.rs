@@ -22,6 +22,7 @@ use crate::framework::{
     ScoreTable, Status, fit_error_message,
 };
 use crate::objects::{NodeInfo, PodInfo};
+use crate::plugins::dynamic_resources;
 
 use super::report::{
     Failure, InTreeSummary, KUBE_SCHEDULER, LiveExplanation, NodeVerdict, PLACER, ScorePlugin, Side,
@@ -205,6 +206,10 @@ pub fn evaluate(fw: &Frameworks<'_>, pod: &PodInfo, cluster: &ClusterState) -> E
             }
         };
         explanation.hints = super::hints::hints(&explanation, pod, &nodes);
+        // A request of the pod's claims that no node can satisfy.
+        explanation
+            .hints
+            .extend(dynamic_resources::unsatisfiable_requests(pod, cluster));
         let scheduler = fw.in_tree.as_ref().map_or(fw.placer, |t| t.framework);
         let failed: FailedNodes = nodes
             .iter()

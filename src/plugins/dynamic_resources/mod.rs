@@ -31,6 +31,7 @@
 pub mod allocator;
 mod bind;
 mod filter;
+mod hint;
 #[cfg(test)]
 mod tests;
 
@@ -48,6 +49,7 @@ use crate::framework::{EnqueueExtensions, EventHint, PreEnqueuePlugin, Status};
 use crate::objects::PodInfo;
 use crate::objects::pod::ClaimRef;
 use allocator::DeviceId;
+pub use hint::unsatisfiable_requests;
 
 /// Plugin name in the policy.
 pub const NAME: &str = "DynamicResources";

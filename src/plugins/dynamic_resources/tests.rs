@@ -10,7 +10,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{NodeSelector, NodeSelectorRequirement, NodeSelectorTerm};
 use k8s_openapi::api::resource::v1::{
     AllocationResult, DeviceAllocationResult, DeviceRequestAllocationResult, ResourceClaim,
-    ResourceClaimConsumerReference, ResourceClaimStatus,
+    ResourceClaimConsumerReference, ResourceClaimStatus, ResourceSlice,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 
@@ -432,4 +432,55 @@ fn unreserve_takes_the_pod_out_of_what_pre_bind_reserved() {
     let writes = plugin.unreserve(&mut state, &p, "n1");
     let what: Vec<&str> = writes.iter().map(|w| w.what()).collect();
     assert_eq!(what, ["take pod ns/p out of ResourceClaim ns/a's reservedFor"]);
+}
+
+/// `/explain`'s hint: a claim wanting two GPUs on a cluster whose nodes
+/// have one each (one of them in use) is named, with what the cluster has;
+/// one GPU is not (some node has it free).
+#[test]
+fn explain_names_the_request_no_node_can_satisfy() {
+    let slice = |node: &str| -> Arc<ResourceSlice> {
+        Arc::new(
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": format!("{node}-gpus")},
+                "spec": {"driver": "gpu.example.com", "nodeName": node,
+                         "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                         "devices": [{"name": "gpu-0"}]},
+            }))
+            .unwrap(),
+        )
+    };
+    let wanting = |name: &str, count: i64| {
+        let mut c = claim(name);
+        c.spec = serde_json::from_value(serde_json::json!({"devices": {"requests": [
+            {"name": "gpu", "exactly": {"deviceClassName": "gpu", "allocationMode": "ExactCount", "count": count}}
+        ]}}))
+        .unwrap();
+        c
+    };
+    let mut used = allocated(claim("used"), "gpu-0", Some("n1"));
+    if let Some(results) = used
+        .status
+        .as_mut()
+        .and_then(|s| s.allocation.as_mut())
+        .and_then(|a| a.devices.as_mut())
+        .and_then(|d| d.results.as_mut())
+    {
+        results[0].pool = "n1".into();
+    }
+    let mut c = cluster(vec![wanting("two", 2), wanting("one", 1), used]);
+    c.dra_mut()
+        .replace_slices(vec![slice("n1"), slice("n2"), slice("n3")]);
+    c.dra_mut().replace_classes(vec![Arc::new(
+        serde_json::from_value(serde_json::json!({"metadata": {"name": "gpu"}, "spec": {}}))
+            .unwrap(),
+    )]);
+    assert_eq!(
+        unsatisfiable_requests(&pod(vec![named("two")]), &c),
+        ["no node can satisfy claim ns/two: request gpu (class gpu): 3 device(s) match, 2 free, \
+          at most 1 on one node; it asks for 2"]
+    );
+    assert!(unsatisfiable_requests(&pod(vec![named("one")]), &c).is_empty());
+    // Without the DRA watches there is nothing to say.
+    assert!(unsatisfiable_requests(&pod(vec![named("two")]), &ClusterState::default()).is_empty());
 }

@@ -22,9 +22,11 @@
 //! - [`pools`]: the pools of the slices that apply to a node;
 //! - [`search`]: the backtracking search;
 //! - [`checks`]: constraints, shared counters and taints while it runs;
-//! - [`result`]: the `AllocationResult` of each claim.
+//! - [`result`]: the `AllocationResult` of each claim;
+//! - [`census`]: for `/explain`, the requests no node can satisfy.
 
 mod cel;
+mod census;
 #[cfg(test)]
 mod cel_tests;
 mod cel_values;
@@ -46,6 +48,7 @@ use std::sync::Arc;
 use k8s_openapi::api::resource::v1::{AllocationResult, DeviceClass, ResourceClaim, ResourceSlice};
 
 use crate::objects::NodeInfo;
+pub use census::{ChoiceCensus, Unsatisfiable};
 pub use plan::ALLOCATION_RESULTS_MAX_SIZE;
 use plan::ClaimPlan;
 pub use types::{AllocatedDevices, AllocatorError, DeviceId};
