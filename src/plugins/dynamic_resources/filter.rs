@@ -305,7 +305,13 @@ impl FilterPlugin for DynamicResources {
             joined = own.iter().chain(shared).cloned().collect();
             &joined
         };
-        match allocator.allocate(node, slices, dra.all_slices(), &cycle.allocated) {
+        match allocator.allocate(
+            node,
+            slices,
+            dra.all_slices(),
+            &cycle.allocated,
+            dra.taint_rules(),
+        ) {
             Ok(Some(results)) if results.len() == cycle.to_allocate.len() => {
                 cycle
                     .by_node

@@ -246,6 +246,10 @@ impl EnqueueExtensions for DynamicResources {
                 EventResource::Kind(kinds::DEVICE_CLASS),
                 ActionType::ADD | ActionType::UPDATE,
             ),
+            // DeviceTaintRules have no registration of their own (nor in
+            // kube-scheduler v1.37): the DRA watch reports a rule change as
+            // an update of each slice whose devices it taints or untaints,
+            // as kube-scheduler's slice tracker does, so this covers them.
             EventHint::always(
                 EventResource::Kind(kinds::RESOURCE_SLICE),
                 ActionType::ADD | ActionType::UPDATE,
