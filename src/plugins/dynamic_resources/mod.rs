@@ -13,7 +13,10 @@
 //!   is skipped.
 //! - Filter: allocated claims' node selectors ("resourceclaim not available
 //!   on the node"), then the allocator on the node's slices, looked up by
-//!   node in the cache's index ("cannot allocate all claims").
+//!   node in the cache's index ("cannot allocate all claims"), with the
+//!   taints DeviceTaintRules add to their devices (GA in v1.37; the cache
+//!   keeps the rules indexed, `cache::dra_taints`, and reports a rule change
+//!   as updates of the slices it retaints, as kube-scheduler's tracker does).
 //! - Score: claims with `firstAvailable` requests score the alternatives
 //!   they got (earlier is better), normalized as kube-scheduler does.
 //! - Reserve / Unreserve / PreBind ([`bind`]): the chosen devices are in
@@ -22,9 +25,8 @@
 //!   `status.reservedFor` (a shared claim already allocated: only the latter).
 //!
 //! Not done: PostFilter (deallocating a claim that blocks the pod) needs an
-//! API write placer's PostFilter point does not offer; DeviceTaintRules
-//! (GA in v1.37) are not watched; extended resources backed by DRA are not
-//! mapped for NodeResourcesFit.
+//! API write placer's PostFilter point does not offer; extended resources
+//! backed by DRA are not mapped for NodeResourcesFit.
 
 pub mod allocator;
 mod bind;
