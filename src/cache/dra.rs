@@ -1,7 +1,8 @@
 //! What Dynamic Resource Allocation reads (kube-scheduler's `DRAManager`):
 //! ResourceClaims by `namespace/name`, DeviceClasses by name, ResourceSlices
-//! indexed by the node they publish for, and the devices claims'
-//! `status.allocation` hold.
+//! indexed by the node they publish for, the devices claims'
+//! `status.allocation` hold, and the taints DeviceTaintRules add to devices
+//! ([`TaintRules`]).
 //!
 //! Kept only when a profile runs DynamicResources (its watches feed it).
 //! The API objects are kept whole (the allocator reads them as they are),
@@ -16,8 +17,11 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
+use k8s_openapi::api::resource::v1::{
+    DeviceClass, DeviceTaint, ResourceClaim, ResourceSlice, ResourceSliceSpec,
+};
 
+use crate::cache::dra_taints::{RuleTaint, TaintRules};
 use crate::objects::object_key;
 
 /// A device's identity: `(driver, pool, device)`.
@@ -29,6 +33,8 @@ pub struct DraState {
     claims: Arc<HashMap<String, Arc<ResourceClaim>>>,
     classes: Arc<HashMap<String, Arc<DeviceClass>>>,
     slices: Arc<SliceIndex>,
+    /// DeviceTaintRules, compact and indexed for the allocator.
+    taint_rules: Arc<TaintRules>,
     /// Devices allocated by claims' `status.allocation` (admin access
     /// excluded: it does not take the device), with how many claims hold each.
     allocated: Arc<HashMap<DeviceKey, u32>>,
@@ -135,6 +141,11 @@ impl DraState {
     /// Every slice, by name.
     pub fn all_slices(&self) -> &[Arc<ResourceSlice>] {
         &self.slices.all
+    }
+
+    /// The taints DeviceTaintRules add to devices.
+    pub fn taint_rules(&self) -> &TaintRules {
+        &self.taint_rules
     }
 
     /// Devices claims' allocations hold.
@@ -244,14 +255,78 @@ impl DraState {
                 .collect(),
         ));
     }
+
+    /// Adds or replaces the DeviceTaintRule `name`. Returns the slices
+    /// whose devices' taints this changed, by name: kube-scheduler's slice tracker
+    /// reports exactly those as updated ResourceSlices, which is how a rule
+    /// reaches its queue.
+    pub fn apply_taint_rule(&mut self, name: String, rule: RuleTaint) -> Vec<Arc<ResourceSlice>> {
+        if self.taint_rules.get(&name) == Some(&rule) {
+            // A status update (the eviction controller reports progress
+            // periodically): nothing to copy or reindex.
+            return Vec::new();
+        }
+        let new = rule.clone();
+        let old = Arc::make_mut(&mut self.taint_rules).apply(name, rule);
+        self.retainted(old.as_ref(), Some(&new))
+    }
+
+    /// Forgets the DeviceTaintRule `name`; returns the slices whose devices'
+    /// taints this changed, by name.
+    pub fn delete_taint_rule(&mut self, name: &str) -> Vec<Arc<ResourceSlice>> {
+        if !self.taint_rules.contains(name) {
+            return Vec::new();
+        }
+        let old = Arc::make_mut(&mut self.taint_rules).delete(name);
+        self.retainted(old.as_ref(), None)
+    }
+
+    /// Replaces every DeviceTaintRule.
+    pub fn replace_taint_rules(&mut self, rules: Vec<(String, RuleTaint)>) {
+        Arc::make_mut(&mut self.taint_rules).replace(rules);
+    }
+
+    /// The slices with a device that `old` and `new` (a rule before and
+    /// after) taint differently, by name. A pass over every device, on a
+    /// rule change only.
+    fn retainted(
+        &self,
+        old: Option<&RuleTaint>,
+        new: Option<&RuleTaint>,
+    ) -> Vec<Arc<ResourceSlice>> {
+        if old == new {
+            return Vec::new();
+        }
+        fn taint<'r>(
+            rule: Option<&'r RuleTaint>,
+            spec: &ResourceSliceSpec,
+            device: &str,
+        ) -> Option<&'r DeviceTaint> {
+            rule.and_then(|r| r.taint_for(&spec.driver, &spec.pool.name, device))
+        }
+        self.slices
+            .all
+            .iter()
+            .filter(|slice| {
+                slice
+                    .spec
+                    .devices
+                    .iter()
+                    .flatten()
+                    .any(|d| taint(old, &slice.spec, &d.name) != taint(new, &slice.spec, &d.name))
+            })
+            .cloned()
+            .collect()
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cache::dra_taints::tests::rule;
     use k8s_openapi::api::resource::v1::{
-        AllocationResult, DeviceAllocationResult, DeviceRequestAllocationResult,
-        ResourceClaimStatus, ResourceSliceSpec,
+        AllocationResult, Device, DeviceAllocationResult, DeviceRequestAllocationResult,
+        DeviceTaintRule, ResourceClaimStatus,
     };
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -324,6 +399,68 @@ mod tests {
         s.delete_slice("a");
         assert_eq!(names(s.slices_for("n1").0), ["b"]);
         assert_eq!(s.all_slices().len(), 3);
+    }
+
+    /// Slice `name` of pool `pool` with the devices `devices`.
+    fn slice_with(name: &str, pool: &str, devices: &[&str]) -> Arc<ResourceSlice> {
+        let mut s = (*slice(name, Some("n1"))).clone();
+        s.spec.pool.name = pool.into();
+        s.spec.devices = Some(
+            devices
+                .iter()
+                .map(|d| Device {
+                    name: (*d).into(),
+                    ..Device::default()
+                })
+                .collect(),
+        );
+        Arc::new(s)
+    }
+
+    fn names(v: Vec<Arc<ResourceSlice>>) -> Vec<String> {
+        v.iter().filter_map(|s| s.metadata.name.clone()).collect()
+    }
+
+    fn compact(r: &DeviceTaintRule) -> (String, RuleTaint) {
+        (
+            r.metadata.name.clone().unwrap_or_default(),
+            RuleTaint::of(r),
+        )
+    }
+
+    // TestListPatchedResourceSlices ("patch-all-slices", "update-patch",
+    // "remove-patch-known-deleted-rule"): the tracker reports an update of
+    // the slices whose devices a rule change taints or untaints, and only
+    // those.
+    #[test]
+    fn a_rule_change_names_the_slices_it_retaints() {
+        let mut s = DraState::default();
+        s.replace_slices(vec![
+            slice_with("a", "p1", &["gpu-0", "gpu-1"]),
+            slice_with("b", "p2", &["gpu-0"]),
+            slice_with("empty", "p1", &[]),
+        ]);
+        let (name, pool1) = compact(&rule("t", Some((None, Some("p1"), None))));
+        assert_eq!(
+            names(s.apply_taint_rule(name.clone(), pool1.clone())),
+            ["a"]
+        );
+        assert_eq!(s.taint_rules().len(), 1);
+        // The same spec again (a status update): nothing changes.
+        assert!(s.apply_taint_rule(name.clone(), pool1).is_empty());
+        // Moving the rule to the other pool changes both slices.
+        let (_, pool2) = compact(&rule("t", Some((None, Some("p2"), None))));
+        assert_eq!(names(s.apply_taint_rule(name.clone(), pool2)), ["a", "b"]);
+        // Back to p1, one device only: `a` gains a taint on gpu-1, `b`
+        // loses its taint.
+        let (_, one) = compact(&rule("t", Some((None, Some("p1"), Some("gpu-1")))));
+        assert_eq!(names(s.apply_taint_rule(name.clone(), one)), ["a", "b"]);
+        assert_eq!(names(s.delete_taint_rule(&name)), ["a"]);
+        assert!(s.delete_taint_rule(&name).is_empty());
+        assert!(s.taint_rules().is_empty());
+        // A rule without a selector taints nothing.
+        let (none, r) = compact(&rule("none", None));
+        assert!(s.apply_taint_rule(none, r).is_empty());
     }
 
     #[test]

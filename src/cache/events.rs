@@ -289,6 +289,9 @@ pub mod kinds {
     pub const RESOURCE_SLICE: &str = "resourceslice";
     /// DeviceClasses.
     pub const DEVICE_CLASS: &str = "deviceclass";
+    /// DeviceTaintRules: the name of their watch; their changes are
+    /// reported as ResourceSlice updates, as kube-scheduler's are.
+    pub const DEVICE_TAINT_RULE: &str = "devicetaintrule";
 }
 
 /// One event with the objects it is about.

@@ -22,6 +22,7 @@
 
 pub mod changes;
 pub mod dra;
+pub mod dra_taints;
 pub mod events;
 pub mod generations;
 pub mod lean;

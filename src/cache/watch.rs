@@ -20,7 +20,7 @@ use k8s_openapi::api::core::v1::{
     Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, ReplicationController, Service,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
+use k8s_openapi::api::resource::v1::{DeviceClass, DeviceTaintRule, ResourceClaim, ResourceSlice};
 use k8s_openapi::api::storage::v1::{
     CSIDriver, CSINode, CSIStorageCapacity, StorageClass, VolumeAttachment,
 };
@@ -28,6 +28,7 @@ use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 use tracing::info;
 
+use crate::cache::dra_taints::RuleTaint;
 use crate::cache::events::{
     ActionType, Change, ClusterEvent, EventResource, Observed, kinds, node_update, pod_update,
 };
@@ -57,6 +58,9 @@ struct Applied {
     /// For a kind kept by key: what happened to the object, and the change
     /// (the event is named after the sink's kind).
     object: Option<(ActionType, Change)>,
+    /// Events about objects of other kinds that the change altered (a
+    /// DeviceTaintRule's: the slices whose devices it taints or untaints).
+    others: Vec<Observed>,
 }
 
 /// How one kind of object reaches the cluster state.
@@ -277,15 +281,74 @@ where
 }
 /// Watches forever what Dynamic Resource Allocation reads, into the
 /// cluster state's [`DraState`](crate::cache::dra::DraState): ResourceClaims,
-/// ResourceSlices and DeviceClasses (`resource.k8s.io/v1`). Started only
-/// when a profile runs DynamicResources, so clusters without it pay nothing.
+/// ResourceSlices, DeviceClasses and DeviceTaintRules (`resource.k8s.io/v1`).
+/// Started only when a profile runs DynamicResources, so clusters without it
+/// pay nothing.
 pub async fn watch_dra_objects(client: Client, cache: Arc<Cache>) {
     let (c, k) = (&client, &cache);
     tokio::join!(
         watch_dra::<ResourceClaim>(c, k),
         watch_dra::<ResourceSlice>(c, k),
         watch_dra::<DeviceClass>(c, k),
+        watch_taint_rules(c, k),
     );
+}
+
+/// DeviceTaintRules, kept compact ([`RuleTaint`]). kube-scheduler v1.37
+/// registers no event for them: its slice tracker applies a rule to the
+/// slices and reports each slice whose devices' taints changed as an updated
+/// ResourceSlice, which is what DynamicResources listens to. So does this
+/// watch; a rule change that taints nothing anew (a status update, a
+/// selector that names no device) is no event.
+async fn watch_taint_rules(client: &Client, cache: &Arc<Cache>) {
+    /// One ResourceSlice update per slice in `slices`.
+    fn slice_updates(slices: Vec<Arc<ResourceSlice>>) -> Applied {
+        let others = slices
+            .into_iter()
+            .map(|slice| Observed {
+                event: ClusterEvent::new(
+                    EventResource::Kind(kinds::RESOURCE_SLICE),
+                    ActionType::UPDATE_OTHER,
+                ),
+                // The new record only, as for the slices' own updates.
+                change: Change::object(&object_key(&slice.metadata), None, Some(slice)),
+            })
+            .collect();
+        Applied {
+            others,
+            ..Applied::default()
+        }
+    }
+    let sink: Sink<DeviceTaintRule, (String, RuleTaint)> = Sink {
+        kind: kinds::DEVICE_TAINT_RULE,
+        convert: |r| (object_key(&r.metadata), RuleTaint::of(r)),
+        apply: |s, (name, rule), events| {
+            let retainted = s.dra_mut().apply_taint_rule(name, rule);
+            if events {
+                slice_updates(retainted)
+            } else {
+                Applied::default()
+            }
+        },
+        delete: |s, r, events| {
+            let retainted = s.dra_mut().delete_taint_rule(&object_key(&r.metadata));
+            if events {
+                slice_updates(retainted)
+            } else {
+                Applied::default()
+            }
+        },
+        replace: |s, all| s.dra_mut().replace_taint_rules(all),
+        synced: |_| {},
+    };
+    feed(
+        Api::all(client.clone()),
+        None,
+        cache.clone(),
+        sink,
+        Duration::ZERO,
+    )
+    .await;
 }
 
 /// How one DRA kind is kept in the [`DraState`](crate::cache::dra::DraState).
@@ -468,5 +531,8 @@ fn apply_step<K, R>(cache: &Cache, sink: &Sink<K, R>, step: Step<K, R>) {
             event: ClusterEvent::new(EventResource::Kind(sink.kind), actions),
             change,
         });
+    }
+    for event in applied.others {
+        cache.events().push(event);
     }
 }

@@ -38,8 +38,8 @@ pub trait CacheNeeds {
     }
 
     /// Whether the plugin reads Dynamic Resource Allocation's objects
-    /// (ResourceClaims, ResourceSlices, DeviceClasses): only then are they
-    /// watched.
+    /// (ResourceClaims, ResourceSlices, DeviceClasses, DeviceTaintRules):
+    /// only then are they watched.
     fn dra(&self) -> bool {
         false
     }

@@ -52,8 +52,8 @@ pub enum Failure {
         /// cluster events retry it. Empty: any event does.
         rejectors: Vec<&'static str>,
         /// API writes PostFilter asked for, sent before the attempt is
-        /// reported.
-        writes: Option<PostFilterWrites>,
+        /// reported (boxed: rare, and the failure travels in every `Err`).
+        writes: Option<Box<PostFilterWrites>>,
     },
     /// A plugin failed (`Error` status); retried with backoff.
     Error {
@@ -101,7 +101,7 @@ impl Failure {
     }
 
     /// Takes the PostFilter writes out of the failure.
-    pub fn take_writes(&mut self) -> Option<PostFilterWrites> {
+    pub fn take_writes(&mut self) -> Option<Box<PostFilterWrites>> {
         match self {
             Failure::Unschedulable { writes, .. } => writes.take(),
             Failure::Error { .. } => None,
@@ -303,9 +303,11 @@ pub fn schedule_on(
             framework.post_filter(pod, &diagnosis, c)
         });
         let extra = post.status.message();
-        let writes = (!post.writes.is_empty()).then(|| PostFilterWrites {
-            writes: post.writes,
-            message_start: message.len(),
+        let writes = (!post.writes.is_empty()).then(|| {
+            Box::new(PostFilterWrites {
+                writes: post.writes,
+                message_start: message.len(),
+            })
         });
         return Err(Failure::Unschedulable {
             message: if extra.is_empty() {

@@ -370,7 +370,13 @@ fn allocate_on(
         joined = own.iter().chain(shared).cloned().collect();
         &joined
     };
-    match allocator.allocate(node, slices, dra.all_slices(), &cycle.allocated) {
+    match allocator.allocate(
+        node,
+        slices,
+        dra.all_slices(),
+        &cycle.allocated,
+        dra.taint_rules(),
+    ) {
         Ok(Some(results)) if results.len() == cycle.to_allocate.len() => Ok(results),
         Ok(_) => Err(Status::unresolvable(ERR_CANNOT_ALLOCATE)),
         Err(AllocatorError::OnNode(e)) => Err(Status::unresolvable(e)),

@@ -36,7 +36,7 @@ pub fn unsatisfiable_requests(pod: &PodInfo, cluster: &ClusterState) -> Vec<Stri
         .map(|(d, p, n)| DeviceId::new(d, p, n))
         .collect();
     allocator
-        .unsatisfiable(dra.all_slices(), &allocated)
+        .unsatisfiable(dra.all_slices(), &allocated, dra.taint_rules())
         .iter()
         .map(ToString::to_string)
         .collect()

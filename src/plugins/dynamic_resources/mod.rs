@@ -13,7 +13,10 @@
 //!   is skipped.
 //! - Filter: allocated claims' node selectors ("resourceclaim not available
 //!   on the node"), then the allocator on the node's slices, looked up by
-//!   node in the cache's index ("cannot allocate all claims").
+//!   node in the cache's index ("cannot allocate all claims"), with the
+//!   taints DeviceTaintRules add to their devices (GA in v1.37; the cache
+//!   keeps the rules indexed, `cache::dra_taints`, and reports a rule change
+//!   as updates of the slices it retaints, as kube-scheduler's tracker does).
 //! - Score: claims with `firstAvailable` requests score the alternatives
 //!   they got (earlier is better), normalized as kube-scheduler does.
 //! - PostFilter ([`filter`]): an allocated claim some node rejected for its
@@ -25,8 +28,8 @@
 //!   `status.reservedFor` (a shared claim already allocated: only the
 //!   latter); Unreserve after a failed bind takes the pod out again.
 //!
-//! Not done: DeviceTaintRules (GA in v1.37) are not watched; extended
-//! resources backed by DRA are not mapped for NodeResourcesFit.
+//! Not done: extended resources backed by DRA are not mapped for
+//! NodeResourcesFit.
 
 pub mod allocator;
 mod bind;
@@ -250,6 +253,10 @@ impl EnqueueExtensions for DynamicResources {
                 EventResource::Kind(kinds::DEVICE_CLASS),
                 ActionType::ADD | ActionType::UPDATE,
             ),
+            // DeviceTaintRules have no registration of their own (nor in
+            // kube-scheduler v1.37): the DRA watch reports a rule change as
+            // an update of each slice whose devices it taints or untaints,
+            // as kube-scheduler's slice tracker does, so this covers them.
             EventHint::always(
                 EventResource::Kind(kinds::RESOURCE_SLICE),
                 ActionType::ADD | ActionType::UPDATE,

@@ -484,3 +484,75 @@ fn explain_names_the_request_no_node_can_satisfy() {
     // Without the DRA watches there is nothing to say.
     assert!(unsatisfiable_requests(&pod(vec![named("two")]), &ClusterState::default()).is_empty());
 }
+
+/// Filter reads the cluster's DeviceTaintRules: a rule tainting the node's
+/// one device leaves the claim nowhere to go; once deleted, it fits again.
+#[test]
+fn filter_honours_device_taint_rules() {
+    use crate::cache::dra_taints::RuleTaint;
+    use crate::cache::dra_taints::tests::rule;
+    use k8s_openapi::api::resource::v1::{
+        Device, DeviceClaim, DeviceClass, DeviceRequest, ExactDeviceRequest, ResourceClaimSpec,
+        ResourcePool, ResourceSlice, ResourceSliceSpec,
+    };
+
+    let mut c = claim("gpu");
+    c.spec = Some(ResourceClaimSpec {
+        devices: Some(DeviceClaim {
+            requests: Some(vec![DeviceRequest {
+                name: "req".into(),
+                exactly: Some(ExactDeviceRequest {
+                    device_class_name: "gpu".into(),
+                    ..ExactDeviceRequest::default()
+                }),
+                first_available: None,
+            }]),
+            ..DeviceClaim::default()
+        }),
+    });
+    let mut cluster = cluster(vec![c]);
+    cluster.dra_mut().apply_class(Arc::new(DeviceClass {
+        metadata: ObjectMeta {
+            name: Some("gpu".into()),
+            ..ObjectMeta::default()
+        },
+        ..DeviceClass::default()
+    }));
+    cluster.dra_mut().replace_slices(vec![Arc::new(ResourceSlice {
+        metadata: ObjectMeta {
+            name: Some("n1-gpus".into()),
+            ..ObjectMeta::default()
+        },
+        spec: ResourceSliceSpec {
+            driver: "gpu.example.com".into(),
+            node_name: Some("n1".into()),
+            pool: ResourcePool {
+                name: "n1".into(),
+                generation: 1,
+                resource_slice_count: 1,
+            },
+            devices: Some(vec![Device {
+                name: "gpu-0".into(),
+                ..Device::default()
+            }]),
+            ..ResourceSliceSpec::default()
+        },
+    })]);
+    let plugin = DynamicResources::default();
+    let p = pod(vec![named("gpu")]);
+    let filter = |cluster: &ClusterState| {
+        let mut state = CycleState::new();
+        assert!(plugin.pre_filter(&mut state, &p, cluster).is_success());
+        plugin.filter(&state, &p, &node("n1"), cluster)
+    };
+    assert!(filter(&cluster).is_success());
+    let tainted = rule("broken", Some((None, Some("n1"), None)));
+    cluster
+        .dra_mut()
+        .apply_taint_rule("broken".into(), RuleTaint::of(&tainted));
+    let s = filter(&cluster);
+    assert_eq!(s.code(), Code::UnschedulableAndUnresolvable);
+    assert_eq!(s.message(), ERR_CANNOT_ALLOCATE);
+    cluster.dra_mut().delete_taint_rule("broken");
+    assert!(filter(&cluster).is_success());
+}

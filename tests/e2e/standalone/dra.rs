@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1::{
-    DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
+    DeviceClass, DeviceTaintRule, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
 };
 
 use super::volume_compare::{COPY, copy_nodes};
@@ -209,6 +209,98 @@ async fn one_gpu_per_pod_until_they_run_out_matches_kube_scheduler() -> anyhow::
         texts[0]
     );
     allocations(&env).await?;
+    Ok(())
+}
+
+/// A DeviceTaintRule `name` tainting every device of the test driver's pool `pool` (a node's
+/// devices: the pool is named after the node) with `effect`.
+async fn taint_pool(env: &TestEnv, name: &str, pool: &str, effect: &str) -> anyhow::Result<()> {
+    let rule: DeviceTaintRule = serde_json::from_value(json!({
+        "metadata": { "name": name },
+        "spec": {
+            "deviceSelector": { "driver": DRIVER, "pool": pool },
+            "taint": { "key": "placer.test/broken", "value": "yes", "effect": effect },
+        },
+    }))?;
+    Api::<DeviceTaintRule>::all(env.client().clone())
+        .create(&PostParams::default(), &rule)
+        .await
+        .with_context(|| format!("create DeviceTaintRule {name}"))?;
+    Ok(())
+}
+
+/// A DeviceTaintRule tainting one node's GPU sends placer's and kube-scheduler's GPU pod to the
+/// other node;
+/// with that GPU taken, both give the next pod the same FailedScheduling text; deleting the rule
+/// frees the tainted GPU and both pending pods bind to it (the rule's deletion reaches both
+/// queues as an update of the node's ResourceSlice).
+#[tokio::test]
+async fn device_taint_rules_keep_pods_off_tainted_devices_as_kube_scheduler_does()
+-> anyhow::Result<()> {
+    let env = TestEnv::with_own_control_plane("sa-dra-taints").await?;
+    let _kcm = ControllerManager::start_resource_claims(&env).await?;
+    let both = SideBySide::start(&env, &comparable_plugins()).await?;
+    device_class(&env, "gpu", None).await?;
+    claim_spec(&env, "one-gpu", "gpu", 1, false, false).await?;
+
+    let copies = both.copies();
+    let mut layout = Vec::new();
+    for (tag, _) in &copies {
+        let nodes = copy_nodes(&env, tag, 2).await?;
+        for node in &nodes {
+            publish(&env, node, &[("gpu-0", 0, "a100")]).await?;
+        }
+        taint_pool(&env, &format!("broken-{tag}"), &nodes[0], "NoSchedule").await?;
+        layout.push(nodes);
+    }
+    // Both schedulers see the slices and the rules before the first pod.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mut texts = Vec::new();
+    for ((tag, scheduler), nodes) in copies.iter().zip(&layout) {
+        let pod = |name: &str| env.pod(name).scheduler(scheduler).node_selector(COPY, tag);
+        let first = format!("gpu-{tag}0");
+        env.create_pod_with_spec(&pod(&first), claims(Some("one-gpu"), None))
+            .await?;
+        assert_eq!(
+            env.wait_pod_bound(&first).await?,
+            nodes[1],
+            "{scheduler}: the untainted GPU"
+        );
+        let second = format!("gpu-{tag}1");
+        env.create_pod_with_spec(&pod(&second), claims(Some("one-gpu"), None))
+            .await?;
+        let event = env.wait_pod_event(&second, "FailedScheduling").await?;
+        texts.push(event.message.unwrap_or_default());
+    }
+    eprintln!("placer: {}\nkube-scheduler: {}", texts[0], texts[1]);
+    assert_eq!(texts[0], texts[1]);
+    assert!(
+        texts[0].contains("cannot allocate all claims"),
+        "{}",
+        texts[0]
+    );
+
+    // One copy at a time, so that nothing but the rule's deletion (no claim written for the
+    // other scheduler's pods) can send the pending pod back to its scheduler's queue.
+    let rules = Api::<DeviceTaintRule>::all(env.client().clone());
+    for ((tag, scheduler), nodes) in copies.iter().zip(&layout) {
+        rules
+            .delete(&format!("broken-{tag}"), &Default::default())
+            .await?;
+        let second = format!("gpu-{tag}1");
+        assert_eq!(
+            env.wait_pod_bound(&second).await?,
+            nodes[0],
+            "{scheduler}: the GPU the rule no longer taints"
+        );
+        let claim = claim_of(&env, &second).await?;
+        assert!(
+            allocations(&env)
+                .await?
+                .contains(&(claim, nodes[0].clone(), "gpu-0".into())),
+            "{scheduler}: {second}'s claim holds the freed GPU"
+        );
+    }
     Ok(())
 }
 

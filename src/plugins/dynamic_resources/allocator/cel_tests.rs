@@ -17,6 +17,7 @@ use super::tests::{
     CLASS, DRIVER, arcs, cel, claim, class, device, node, picked, request, slice, string_attr,
     triple, with_attr,
 };
+use crate::cache::dra_taints::TaintRules;
 use super::{AllocatedDevices, Allocator, AllocatorError};
 
 fn int_attr(i: i64) -> DeviceAttribute {
@@ -85,7 +86,13 @@ fn select(
     let claims: Vec<ResourceClaim> = vec![claim("c1", vec![req])];
     let allocator = Allocator::new(claims, &class_of)?;
     let slices: Vec<Arc<ResourceSlice>> = arcs(vec![slice("s1", "node-1", "pool-1", devices())]);
-    allocator.allocate(&node("node-1"), &slices, &slices, &AllocatedDevices::new())
+    allocator.allocate(
+        &node("node-1"),
+        &slices,
+        &slices,
+        &AllocatedDevices::new(),
+        &TaintRules::default(),
+    )
 }
 
 /// The device picked for a selector that must match.

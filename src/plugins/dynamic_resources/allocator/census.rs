@@ -2,7 +2,7 @@
 //! claims could ever get, to name a request that no node can satisfy. Not
 //! the search: it counts, per request choice, the devices the class's and
 //! the request's selectors match, those nobody uses (untainted for the
-//! request), and the most of those on one node (a node's own slices plus
+//! request, DeviceTaintRules included), and the most of those on one node (a node's own slices plus
 //! the slices every node may use). A request that wants more than that
 //! fits no node, whatever the rest of the pod.
 
@@ -13,6 +13,7 @@ use std::sync::Arc;
 use k8s_openapi::api::resource::v1::ResourceSlice;
 
 use super::checks::taint_prevents;
+use crate::cache::dra_taints::TaintRules;
 use super::plan::{Choice, Mode};
 use super::{AllocatedDevices, Allocator};
 
@@ -86,12 +87,13 @@ impl Allocator {
         &self,
         slices: &[Arc<ResourceSlice>],
         allocated: &AllocatedDevices,
+        rules: &TaintRules,
     ) -> Vec<Unsatisfiable> {
         let mut out = Vec::new();
         for claim in &self.claims {
             for request in &claim.requests {
                 let choices: Vec<ChoiceCensus> =
-                    request.choices.iter().map(|c| count(c, slices, allocated)).collect();
+                    request.choices.iter().map(|c| count(c, slices, allocated, rules)).collect();
                 if !choices.iter().any(ChoiceCensus::satisfiable) {
                     out.push(Unsatisfiable {
                         claim: claim.key.clone(),
@@ -109,12 +111,14 @@ fn count(
     choice: &Choice,
     slices: &[Arc<ResourceSlice>],
     allocated: &AllocatedDevices,
+    rules: &TaintRules,
 ) -> ChoiceCensus {
     let (mut matching, mut free, mut everywhere) = (0, 0, 0);
     let mut by_node: HashMap<&str, usize> = HashMap::new();
     for slice in slices {
         let spec = &slice.spec;
         let driver = spec.driver.as_str();
+        let rule_taints = rules.for_pool(driver, &spec.pool.name);
         for device in spec.devices.iter().flatten() {
             // Shared devices are never picked (no consumable capacity).
             if device.allow_multiple_allocations == Some(true) {
@@ -130,7 +134,8 @@ fn count(
             }
             matching += 1;
             let in_use = allocated.contains_parts(driver, &spec.pool.name, &device.name);
-            if (in_use && !choice.admin_access) || taint_prevents(device, &choice.tolerations) {
+            let taints = device.taints.iter().flatten().chain(rule_taints.of(&device.name));
+            if (in_use && !choice.admin_access) || taint_prevents(taints, &choice.tolerations) {
                 continue;
             }
             free += 1;

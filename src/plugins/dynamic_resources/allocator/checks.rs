@@ -107,10 +107,15 @@ impl<'a> ConstraintState<'a> {
     }
 }
 
-/// Go's `taintPreventsAllocation`: a `NoSchedule` or `NoExecute` taint that
-/// no toleration of the request tolerates (other effects are ignored).
-pub(super) fn taint_prevents(device: &Device, tolerations: &[DeviceToleration]) -> bool {
-    device.taints.iter().flatten().any(|taint| {
+/// Go's `taintPreventsAllocation`: among a device's `taints` (its slice's
+/// and the DeviceTaintRules'), a `NoSchedule` or `NoExecute` one that no
+/// toleration of the request tolerates (`None` and unknown effects are
+/// ignored).
+pub(super) fn taint_prevents<'t>(
+    mut taints: impl Iterator<Item = &'t DeviceTaint>,
+    tolerations: &[DeviceToleration],
+) -> bool {
+    taints.any(|taint| {
         matches!(taint.effect.as_str(), "NoSchedule" | "NoExecute")
             && !tolerations.iter().any(|t| tolerates(t, taint))
     })

@@ -20,6 +20,7 @@ use super::tests::{
     CLASS, DRIVER, arcs, claim, class, device, node, picked, request, slice, string_attr, triple,
     with_attr,
 };
+use crate::cache::dra_taints::TaintRules;
 use super::{AllocatedDevices, Allocator, AllocatorError, DeviceId};
 
 fn run(
@@ -33,7 +34,13 @@ fn run(
     };
     let allocator = Allocator::new(claims, &class_of)?;
     let slices = arcs(slices);
-    allocator.allocate(&node("node-1"), &slices, &slices, allocated)
+    allocator.allocate(
+        &node("node-1"),
+        &slices,
+        &slices,
+        allocated,
+        &TaintRules::default(),
+    )
 }
 
 fn plain(

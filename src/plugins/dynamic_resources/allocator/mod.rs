@@ -7,7 +7,8 @@
 //! (`k8s.io/dynamic-resource-allocation/structured`), the one kube-scheduler
 //! v1.37 picks with its default feature gates: admin access, prioritized
 //! lists (`firstAvailable`), partitionable devices (shared counters,
-//! per-device node selection), device taints and binding conditions.
+//! per-device node selection), device taints (the slices' own and those
+//! DeviceTaintRules add) and binding conditions.
 //! Consumable capacity (also on by default there) is not implemented: a
 //! request with `capacity` is refused with an error, and devices that allow
 //! multiple allocations are never picked.
@@ -40,6 +41,8 @@ mod pools;
 mod result;
 mod search;
 #[cfg(test)]
+mod taint_rule_tests;
+#[cfg(test)]
 mod tests;
 mod types;
 
@@ -47,6 +50,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::resource::v1::{AllocationResult, DeviceClass, ResourceClaim, ResourceSlice};
 
+use crate::cache::dra_taints::TaintRules;
 use crate::objects::NodeInfo;
 pub use census::{ChoiceCensus, Unsatisfiable};
 pub use plan::ALLOCATION_RESULTS_MAX_SIZE;
@@ -102,7 +106,8 @@ impl Allocator {
     /// `all_slices` is every slice of the cluster: it is read only for pools
     /// that look incomplete from the node's view, to tell a pool being
     /// updated from one whose other slices apply to other nodes. `allocated`
-    /// are the devices in use by other claims.
+    /// are the devices in use by other claims. `taint_rules` add taints to
+    /// devices, which count as the slices' own do.
     ///
     /// `Ok(Some(results))`: one `AllocationResult` per claim, in order.
     /// `Ok(None)`: the claims do not fit on the node. `Err`: see
@@ -113,8 +118,9 @@ impl Allocator {
         slices: &[Arc<ResourceSlice>],
         all_slices: &[Arc<ResourceSlice>],
         allocated: &AllocatedDevices,
+        taint_rules: &TaintRules,
     ) -> Result<Option<Vec<AllocationResult>>, AllocatorError> {
-        let pools = pools::gather(node, slices, all_slices)?;
+        let pools = pools::gather(node, slices, all_slices, taint_rules)?;
         let mut search = search::Search::new(&self.claims, &pools, node, allocated)?;
         if !search.run()? {
             if pools.iter().any(|p| p.invalid) {

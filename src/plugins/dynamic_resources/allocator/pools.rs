@@ -9,6 +9,7 @@ use k8s_openapi::api::core::v1::NodeSelector;
 use k8s_openapi::api::resource::v1::{CounterSet, Device, ResourceSlice};
 
 use super::types::AllocatorError;
+use crate::cache::dra_taints::{PoolTaints, TaintRules};
 use crate::objects::NodeInfo;
 use crate::plugins::node_affinity::RequiredNodeAffinity;
 
@@ -28,6 +29,9 @@ pub(super) struct Pool<'a> {
     pub other_slices: Vec<&'a ResourceSlice>,
     /// The pool's shared counter sets by name.
     pub counter_sets: HashMap<&'a str, &'a CounterSet>,
+    /// The taints DeviceTaintRules add to the pool's devices, on top of
+    /// those in its slices.
+    pub rule_taints: PoolTaints<'a>,
 }
 
 impl<'a> Pool<'a> {
@@ -40,6 +44,7 @@ impl<'a> Pool<'a> {
             slices: Vec::new(),
             other_slices: Vec::new(),
             counter_sets: HashMap::new(),
+            rule_taints: PoolTaints::default(),
         }
     }
 
@@ -106,11 +111,13 @@ fn has_binding_conditions(pool: &Pool<'_>) -> bool {
 /// every slice of the cluster and is read only for pools that look
 /// incomplete from the node's view (some of their slices may apply to other
 /// nodes only). Sorted by driver and pool, pools with binding conditions
-/// last, as Go sorts them: those devices are the least preferred.
+/// last, as Go sorts them: those devices are the least preferred. Each pool
+/// carries the taints `rules` add to its devices.
 pub(super) fn gather<'a>(
     node: &NodeInfo,
     for_node: &'a [std::sync::Arc<ResourceSlice>],
     all: &'a [std::sync::Arc<ResourceSlice>],
+    rules: &'a TaintRules,
 ) -> Result<Vec<Pool<'a>>, AllocatorError> {
     let mut grouped: HashMap<(&'a str, &'a str), Vec<&'a ResourceSlice>> = HashMap::new();
     for slice in for_node {
@@ -170,6 +177,11 @@ pub(super) fn gather<'a>(
             .cmp(&has_binding_conditions(b))
             .then_with(|| (a.driver, a.name).cmp(&(b.driver, b.name)))
     });
+    if !rules.is_empty() {
+        for pool in &mut pools {
+            pool.rule_taints = rules.for_pool(pool.driver, pool.name);
+        }
+    }
     Ok(pools)
 }
 

@@ -467,7 +467,9 @@ impl<'s, 'a> Search<'s, 'a> {
             }
             taken.counters = true;
         }
-        if taint_prevents(c.device, &choice.tolerations) {
+        let rule_taints = self.pools[c.pool].rule_taints.of(&c.device.name);
+        let taints = c.device.taints.iter().flatten().chain(rule_taints);
+        if taint_prevents(taints, &choice.tolerations) {
             self.undo(at, c, &taken)?;
             return Ok(None);
         }

@@ -15,6 +15,7 @@ use k8s_openapi::api::resource::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::{AllocatedDevices, Allocator, AllocatorError, DeviceId};
+use crate::cache::dra_taints::TaintRules;
 use crate::objects::NodeInfo;
 
 pub(super) const DRIVER: &str = "driver-a";
@@ -152,9 +153,19 @@ pub(super) fn allocate(
     slices: Vec<ResourceSlice>,
     allocated: &AllocatedDevices,
 ) -> Result<Option<Vec<AllocationResult>>, AllocatorError> {
+    allocate_tainted(claims, slices, allocated, &TaintRules::default())
+}
+
+/// [`allocate`] with DeviceTaintRules.
+pub(super) fn allocate_tainted(
+    claims: Vec<ResourceClaim>,
+    slices: Vec<ResourceSlice>,
+    allocated: &AllocatedDevices,
+    rules: &TaintRules,
+) -> Result<Option<Vec<AllocationResult>>, AllocatorError> {
     let allocator = Allocator::new(claims, &classes())?;
     let slices = arcs(slices);
-    allocator.allocate(&node("node-1"), &slices, &slices, allocated)
+    allocator.allocate(&node("node-1"), &slices, &slices, allocated, rules)
 }
 
 /// `(request, pool, device)` of every device result of every claim.
