@@ -133,13 +133,16 @@ impl TestEnv {
         let params = DeleteParams::default().grace_period(grace);
         // At 10,000 pods one DeleteCollection can outlast the API server's request timeout
         // (60 s): the server cuts the response and goes on deleting. Asking again is safe (a
-        // deletion is idempotent) and covers what the first call had not reached.
+        // deletion is idempotent) and covers what the first call had not reached. Three tries
+        // were not always enough for 11,000 pods on a busy 2-core machine (a measured scale
+        // run lost its figures in this cleanup), so six, each ending at the server's timeout.
+        const TRIES: u32 = 6;
         let mut tries = 0;
         loop {
             tries += 1;
             match api.delete_collection(&params, &ListParams::default()).await {
                 Ok(_) => break,
-                Err(e) if tries < 3 => {
+                Err(e) if tries < TRIES => {
                     eprintln!("delete the pods of {namespace}: {e}; asking again");
                 }
                 Err(e) => {
