@@ -107,25 +107,22 @@ impl ReservePlugin for DynamicResources {
 /// patch on the status (it removes the one entry without the latest
 /// claim), guarded by the claim's uid, as kube-scheduler's Unreserve does.
 fn unreserve_claim(claim: &ResourceClaim, pod: &PodInfo) -> ApiWrite {
-    let name = claim.metadata.name.clone().unwrap_or_default();
-    let namespace = claim.metadata.namespace.clone().unwrap_or_default();
-    let patch = json!({
+    let patch = Patch::Strategic(json!({
         "metadata": {"uid": claim.metadata.uid},
         "status": {"reservedFor": [{"$patch": "delete", "uid": pod.uid}]},
-    });
-    ApiWrite::new(
-        format!("take pod {} out of ResourceClaim {}'s reservedFor", pod.key(), kobj(claim)),
-        move |client| {
-            let (name, namespace, patch) = (name.clone(), namespace.clone(), patch.clone());
-            Box::pin(async move {
-                let api: Api<ResourceClaim> = Api::namespaced(client, &namespace);
-                api.patch_status(&name, &PatchParams::default(), &Patch::Strategic(patch))
-                    .await
-                    .map(drop)
-                    .map_err(|e| api_message(&e))
-            })
-        },
-    )
+    }));
+    let what = format!(
+        "take pod {} out of ResourceClaim {}'s reservedFor",
+        pod.key(),
+        kobj(claim)
+    );
+    status_write(what, claim, move |api, name| {
+        let patch = patch.clone();
+        Box::pin(async move {
+            api.patch_status(&name, &PatchParams::default(), &patch)
+                .await
+        })
+    })
 }
 
 /// PostFilter's deallocation of `claim` (as the cache has it): its status
@@ -139,22 +136,34 @@ pub(super) fn deallocate(claim: &ResourceClaim) -> ApiWrite {
         status.allocation = None;
         status.devices = None;
     }
+    let cleared = Arc::new(cleared);
+    let what = format!("deallocate ResourceClaim {}", kobj(claim));
+    status_write(what, claim, move |api, name| {
+        let cleared = cleared.clone();
+        Box::pin(async move {
+            api.replace_status(&name, &PostParams::default(), &*cleared)
+                .await
+        })
+    })
+}
+
+/// One write to `claim`'s status subresource, described as `what`: `write`
+/// gets the claim's namespaced API and its name for each send, and the
+/// error is reported as kube-scheduler reports it ([`api_message`]).
+fn status_write<F>(what: String, claim: &ResourceClaim, write: F) -> ApiWrite
+where
+    F: Fn(Api<ResourceClaim>, String) -> BoxFuture<'static, kube::Result<ResourceClaim>>
+        + Send
+        + Sync
+        + 'static,
+{
     let name = claim.metadata.name.clone().unwrap_or_default();
     let namespace = claim.metadata.namespace.clone().unwrap_or_default();
-    let cleared = Arc::new(cleared);
-    ApiWrite::new(
-        format!("deallocate ResourceClaim {}", kobj(claim)),
-        move |client| {
-            let (name, namespace, cleared) = (name.clone(), namespace.clone(), cleared.clone());
-            Box::pin(async move {
-                let api: Api<ResourceClaim> = Api::namespaced(client, &namespace);
-                api.replace_status(&name, &PostParams::default(), &*cleared)
-                    .await
-                    .map(drop)
-                    .map_err(|e| api_message(&e))
-            })
-        },
-    )
+    ApiWrite::new(what, move |client| {
+        let api = Api::namespaced(client, &namespace);
+        let sent = write(api, name.clone());
+        Box::pin(async move { sent.await.map(drop).map_err(|e| api_message(&e)) })
+    })
 }
 
 /// An API error as kube-scheduler prints it: the API server's message.

@@ -17,7 +17,8 @@ use parking_lot::Mutex;
 use super::allocator::{AllocatedDevices, Allocator, AllocatorError, DeviceId};
 use super::bind::deallocate;
 use super::{
-    DynamicResources, ERR_CANNOT_ALLOCATE, ERR_NOT_AVAILABLE, InFlight, kobj, pod_claims, watched,
+    DynamicResources, ERR_CANNOT_ALLOCATE, ERR_NOT_AVAILABLE, InFlight, allocated_in_cache, kobj,
+    pod_claims, watched,
 };
 use crate::cache::ClusterState;
 use crate::framework::{
@@ -186,12 +187,7 @@ impl PreFilterPlugin for DynamicResources {
             }
         };
         let allocated: AllocatedDevices = if allocator.is_some() {
-            cluster
-                .dra()
-                .allocated()
-                .map(|(d, p, n)| DeviceId::new(d, p, n))
-                .chain(in_flight)
-                .collect()
+            allocated_in_cache(cluster).chain(in_flight).collect()
         } else {
             AllocatedDevices::default()
         };

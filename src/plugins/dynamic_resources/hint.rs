@@ -3,8 +3,8 @@
 //! ([`super::allocator::Unsatisfiable`]). kube-scheduler's message only says
 //! "cannot allocate all claims" per node; this names the request.
 
-use super::allocator::{AllocatedDevices, Allocator, DeviceId};
-use super::{pod_claims, watched};
+use super::allocator::{AllocatedDevices, Allocator};
+use super::{allocated_in_cache, pod_claims, watched};
 use crate::cache::ClusterState;
 use crate::objects::PodInfo;
 
@@ -31,10 +31,7 @@ pub fn unsatisfiable_requests(pod: &PodInfo, cluster: &ClusterState) -> Vec<Stri
     let Ok(allocator) = Allocator::new(unallocated, &|name: &str| dra.class(name)) else {
         return Vec::new();
     };
-    let allocated: AllocatedDevices = dra
-        .allocated()
-        .map(|(d, p, n)| DeviceId::new(d, p, n))
-        .collect();
+    let allocated: AllocatedDevices = allocated_in_cache(cluster).collect();
     allocator
         .unsatisfiable(dra.all_slices(), &allocated, dra.taint_rules())
         .iter()

@@ -171,6 +171,14 @@ fn pod_claims(pod: &PodInfo, cluster: &ClusterState) -> Result<Vec<Arc<ResourceC
     Ok(claims)
 }
 
+/// The devices claims' allocations hold, as the cache shows them.
+fn allocated_in_cache(cluster: &ClusterState) -> impl Iterator<Item = DeviceId> + '_ {
+    cluster
+        .dra()
+        .allocated()
+        .map(|(d, p, n)| DeviceId::new(d, p, n))
+}
+
 /// `metav1.IsControlledBy(claim, pod)`.
 fn owned_by(claim: &ResourceClaim, pod: &PodInfo) -> bool {
     claim

@@ -2,8 +2,8 @@
 //! claims could ever get, to name a request that no node can satisfy. Not
 //! the search: it counts, per request choice, the devices the class's and
 //! the request's selectors match, those nobody uses (untainted for the
-//! request, DeviceTaintRules included), and the most of those on one node (a node's own slices plus
-//! the slices every node may use). A request that wants more than that
+//! request, DeviceTaintRules included), and the most of those on one node
+//! (a node's own slices plus the slices every node may use). A request that wants more than that
 //! fits no node, whatever the rest of the pod.
 
 use std::collections::HashMap;
@@ -13,9 +13,9 @@ use std::sync::Arc;
 use k8s_openapi::api::resource::v1::ResourceSlice;
 
 use super::checks::taint_prevents;
-use crate::cache::dra_taints::TaintRules;
 use super::plan::{Choice, Mode};
 use super::{AllocatedDevices, Allocator};
+use crate::cache::dra_taints::TaintRules;
 
 /// What the cluster holds for one choice of one request.
 #[derive(Debug, Clone, PartialEq, Eq)]
