@@ -292,16 +292,50 @@ impl TestEnv {
 
     /// Waits for the pod's first event with `reason`.
     pub async fn wait_pod_event(&self, pod: &str, reason: &str) -> anyhow::Result<Event> {
+        self.wait_pod_event_where(pod, reason, "", |_| true).await
+    }
+
+    /// Waits for the pod's first FailedScheduling event about the cluster as the test built it.
+    ///
+    /// A scheduler watches pods and claims on separate streams, so it can meet a pod before the
+    /// claim the test created just before it; it then reports `persistentvolumeclaim "x" not
+    /// found` once and retries when the claim arrives. Which of the two streams wins is a race
+    /// (CI lost it once), so a comparison of texts waits past that transient message.
+    pub async fn wait_scheduling_failure(&self, pod: &str) -> anyhow::Result<Event> {
+        self.wait_pod_event_where(
+            pod,
+            "FailedScheduling",
+            " not about a missing object",
+            |e| {
+                !e.message
+                    .as_deref()
+                    .unwrap_or_default()
+                    .contains("\" not found")
+            },
+        )
+        .await
+    }
+
+    /// Waits for the pod's first event with `reason` that `wanted` accepts (`what` says which,
+    /// for the timeout's message).
+    async fn wait_pod_event_where(
+        &self,
+        pod: &str,
+        reason: &str,
+        what: &str,
+        wanted: impl Fn(&Event) -> bool,
+    ) -> anyhow::Result<Event> {
+        let wanted = &wanted;
         self.poll(
-            &format!("a {reason} event of pod {pod}"),
+            &format!("a {reason} event{what} of pod {pod}"),
             SCHEDULING_TIMEOUT,
-            || async {
-                Ok(
-                    match self.pod_events(pod, reason).await?.into_iter().next() {
-                        Some(e) => ControlFlow::Break(e),
-                        None => ControlFlow::Continue("no such event yet".into()),
-                    },
-                )
+            || async move {
+                let events = self.pod_events(pod, reason).await?;
+                let seen = events.len();
+                Ok(match events.into_iter().find(wanted) {
+                    Some(e) => ControlFlow::Break(e),
+                    None => ControlFlow::Continue(format!("{seen} such event(s), none wanted yet")),
+                })
             },
         )
         .await

@@ -158,7 +158,7 @@ async fn volume_filters_agree_with_kube_scheduler() -> anyhow::Result<()> {
             ("zone", &["zoned"]),
         ] {
             let name = copy.pod(pod, claims, None).await?;
-            let event = env.wait_pod_event(&name, "FailedScheduling").await?;
+            let event = env.wait_scheduling_failure(&name).await?;
             texts.push(event.message.unwrap_or_default());
         }
         messages.push(texts);

@@ -54,7 +54,7 @@ async fn two_pods_racing_for_one_volume_match_kube_scheduler() -> anyhow::Result
             node, nodes[0],
             "{scheduler}: {winner} went to the volume's node"
         );
-        let event = env.wait_pod_event(&loser, "FailedScheduling").await?;
+        let event = env.wait_scheduling_failure(&loser).await?;
         texts.push(event.message.unwrap_or_default());
         env.assert_stays_unbound(&loser, STAYS_PENDING).await?;
 

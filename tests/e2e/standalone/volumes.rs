@@ -132,7 +132,7 @@ async fn wait_for_first_consumer_claims_are_bound_on_the_chosen_node() -> anyhow
     unbound_claim(&env, "data-2", &local).await?;
     env.create_pod_with_spec(&env.pod("db-2"), claim_volume("data-2"))
         .await?;
-    let event = env.wait_pod_event("db-2", "FailedScheduling").await?;
+    let event = env.wait_scheduling_failure("db-2").await?;
     let message = event.message.unwrap_or_default();
     assert!(
         message.starts_with(
@@ -221,7 +221,7 @@ async fn wait_for_first_consumer_outcomes_match_kube_scheduler() -> anyhow::Resu
         unbound_claim(&env, &claim_name, class).await?;
         env.create_pod_with_spec(&pod(&pod_name), claim_volume(&claim_name))
             .await?;
-        let event = env.wait_pod_event(&pod_name, "FailedScheduling").await?;
+        let event = env.wait_scheduling_failure(&pod_name).await?;
         texts.push(event.message.unwrap_or_default());
     }
     eprintln!("placer: {}\nkube-scheduler: {}", texts[0], texts[1]);
