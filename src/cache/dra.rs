@@ -23,6 +23,7 @@ use k8s_openapi::api::resource::v1::{
 
 use crate::cache::dra_taints::{RuleTaint, TaintRules};
 use crate::objects::object_key;
+use crate::objects::pod::DEVICE_CLASS_PREFIX;
 
 /// A device's identity: `(driver, pool, device)`.
 pub type DeviceKey = (String, String, String);
@@ -32,6 +33,9 @@ pub type DeviceKey = (String, String, String);
 pub struct DraState {
     claims: Arc<HashMap<String, Arc<ResourceClaim>>>,
     classes: Arc<HashMap<String, Arc<DeviceClass>>>,
+    /// The DeviceClass behind each extended resource name a class serves
+    /// (kube-scheduler's `ExtendedResourceCache`), rebuilt when classes change.
+    extended_resources: Arc<HashMap<String, Arc<DeviceClass>>>,
     slices: Arc<SliceIndex>,
     /// DeviceTaintRules, compact and indexed for the allocator.
     taint_rules: Arc<TaintRules>,
@@ -113,6 +117,16 @@ impl DraState {
         self.claims.get(&format!("{namespace}/{name}"))
     }
 
+    /// The claims of `namespace` (a scan: for the rare pod that needs it).
+    pub fn claims_in<'a>(
+        &'a self,
+        namespace: &'a str,
+    ) -> impl Iterator<Item = &'a Arc<ResourceClaim>> + 'a {
+        self.claims
+            .values()
+            .filter(move |c| c.metadata.namespace.as_deref() == Some(namespace))
+    }
+
     /// Number of claims.
     pub fn claim_count(&self) -> usize {
         self.claims.len()
@@ -121,6 +135,13 @@ impl DraState {
     /// The DeviceClass `name`.
     pub fn class(&self, name: &str) -> Option<Arc<DeviceClass>> {
         self.classes.get(name).cloned()
+    }
+
+    /// The DeviceClass that serves the extended resource `name`
+    /// (DRAExtendedResource): its `spec.extendedResourceName`, or the
+    /// implicit `deviceclass.resource.kubernetes.io/<class>`.
+    pub fn class_for_extended_resource(&self, name: &str) -> Option<&Arc<DeviceClass>> {
+        self.extended_resources.get(name)
     }
 
     /// The slices published for `node` by name, and the ones every node
@@ -213,11 +234,46 @@ impl DraState {
     pub fn apply_class(&mut self, class: Arc<DeviceClass>) {
         let name = class.metadata.name.clone().unwrap_or_default();
         Arc::make_mut(&mut self.classes).insert(name, class);
+        self.map_extended_resources();
     }
 
     /// Forgets the DeviceClass `name`.
     pub fn delete_class(&mut self, name: &str) {
-        Arc::make_mut(&mut self.classes).remove(name);
+        if Arc::make_mut(&mut self.classes).remove(name).is_some() {
+            self.map_extended_resources();
+        }
+    }
+
+    /// Maps each extended resource name to the class that serves it. Two
+    /// classes may name the same resource while one replaces the other:
+    /// as kube-scheduler, the newer class wins, and the lower name between
+    /// two of the same age. The implicit names are unique.
+    fn map_extended_resources(&mut self) {
+        let mut map: HashMap<String, Arc<DeviceClass>> = HashMap::new();
+        for (name, class) in self.classes.iter() {
+            map.insert(format!("{DEVICE_CLASS_PREFIX}{name}"), class.clone());
+        }
+        let newer = |a: &DeviceClass, b: &DeviceClass| {
+            let created = |c: &DeviceClass| c.metadata.creation_timestamp.as_ref().map(|t| t.0);
+            (created(a), std::cmp::Reverse(&a.metadata.name))
+                > (created(b), std::cmp::Reverse(&b.metadata.name))
+        };
+        for class in self.classes.values() {
+            let explicit = class
+                .spec
+                .as_ref()
+                .and_then(|s| s.extended_resource_name.as_ref());
+            let Some(resource) = explicit else {
+                continue;
+            };
+            match map.get(resource) {
+                Some(current) if !newer(class, current) => {}
+                _ => {
+                    map.insert(resource.clone(), class.clone());
+                }
+            }
+        }
+        self.extended_resources = Arc::new(map);
     }
 
     /// Replaces every DeviceClass.
@@ -228,6 +284,7 @@ impl DraState {
                 .map(|c| (c.metadata.name.clone().unwrap_or_default(), c))
                 .collect(),
         );
+        self.map_extended_resources();
     }
 
     /// Adds or replaces a ResourceSlice. Rebuilds the per-node index
@@ -480,5 +537,54 @@ mod tests {
         s.delete_claim("ns/b");
         assert!(allocated(&s).is_empty());
         assert!(s.claim("ns", "a").is_some());
+    }
+
+    fn class(name: &str, resource: Option<&str>, created: i64) -> Arc<DeviceClass> {
+        let mut c: DeviceClass = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name},
+            "spec": {"extendedResourceName": resource},
+        }))
+        .unwrap();
+        c.metadata.creation_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            k8s_openapi::jiff::Timestamp::from_second(created).unwrap(),
+        ));
+        Arc::new(c)
+    }
+
+    fn served_by(s: &DraState, resource: &str) -> Option<String> {
+        s.class_for_extended_resource(resource)
+            .and_then(|c| c.metadata.name.clone())
+    }
+
+    /// kube-scheduler's `ExtendedResourceCache`: explicit and implicit
+    /// names; of two classes naming one resource the newer wins, then the
+    /// lower name; a deleted class stops serving.
+    #[test]
+    fn extended_resources_map_to_the_class_that_serves_them() {
+        let mut s = DraState::default();
+        s.replace_classes(vec![
+            class("old", Some("example.com/gpu"), 100),
+            class("new", Some("example.com/gpu"), 200),
+            class("plain", None, 50),
+        ]);
+        assert_eq!(served_by(&s, "example.com/gpu").as_deref(), Some("new"));
+        assert_eq!(
+            served_by(&s, "deviceclass.resource.kubernetes.io/plain").as_deref(),
+            Some("plain")
+        );
+        assert_eq!(
+            served_by(&s, "deviceclass.resource.kubernetes.io/old").as_deref(),
+            Some("old")
+        );
+        s.apply_class(class("b-twin", Some("example.com/gpu"), 200));
+        s.apply_class(class("a-twin", Some("example.com/gpu"), 200));
+        assert_eq!(served_by(&s, "example.com/gpu").as_deref(), Some("a-twin"));
+        s.delete_class("a-twin");
+        s.delete_class("b-twin");
+        s.delete_class("new");
+        assert_eq!(served_by(&s, "example.com/gpu").as_deref(), Some("old"));
+        s.delete_class("old");
+        assert_eq!(served_by(&s, "example.com/gpu"), None);
+        assert_eq!(served_by(&s, "example.com/other"), None);
     }
 }

@@ -189,6 +189,9 @@ pub struct RequestList {
     pub has_cpu: bool,
     /// `memory` is a key of the list.
     pub has_memory: bool,
+    /// `ephemeral-storage` is a key of the list (a key's position among a
+    /// container's sorted request names names DRA's device requests).
+    pub has_ephemeral_storage: bool,
 }
 
 impl RequestList {
@@ -204,6 +207,7 @@ impl RequestList {
     fn set(&mut self, name: &str, value: i64) {
         self.has_cpu |= name == "cpu";
         self.has_memory |= name == "memory";
+        self.has_ephemeral_storage |= name == "ephemeral-storage";
         self.values.set(name, value);
     }
 
@@ -212,6 +216,7 @@ impl RequestList {
         self.values.add(&other.values);
         self.has_cpu |= other.has_cpu;
         self.has_memory |= other.has_memory;
+        self.has_ephemeral_storage |= other.has_ephemeral_storage;
     }
 
     /// `maxResourceList`: raises each resource to at least `other`'s.
@@ -219,6 +224,7 @@ impl RequestList {
         self.values.max_with(&other.values);
         self.has_cpu |= other.has_cpu;
         self.has_memory |= other.has_memory;
+        self.has_ephemeral_storage |= other.has_ephemeral_storage;
     }
 }
 

@@ -107,6 +107,7 @@ fn spec_from_api(
         let status = statuses.iter().find(|s| s.name == c.name);
         Ok((
             ContainerView {
+                name: c.name.clone(),
                 ports: c
                     .ports
                     .iter()
@@ -173,6 +174,7 @@ fn spec_from_api(
         non_zero_requests: r.requests.non_zero,
         scoring_requests: r.requests.scoring,
         host_ports: r.host_ports,
+        extended_requests: r.extended,
         topology_spread_constraints: spec.topology_spread_constraints.clone().unwrap_or_default(),
         scheduling_gates: spec
             .scheduling_gates

@@ -14,12 +14,16 @@
 //! | `wire.rs` | straight from kube-scheduler's JSON (the HTTP verbs) |
 
 mod convert;
+mod extended;
 mod requests;
 #[cfg(test)]
 mod tests;
 mod volumes;
 mod wire;
 
+pub use extended::{
+    ContainerExtendedRequests, DEVICE_CLASS_PREFIX, ExtendedRequest, is_dra_extended_resource,
+};
 pub use volumes::InlineDisk;
 
 use std::collections::BTreeMap;
@@ -167,6 +171,9 @@ pub struct PodSpecInfo {
     /// The drivers of the pod's in-line CSI volumes (VolumeBinding's
     /// queueing hint for CSIDriver updates reads them).
     pub inline_csi_drivers: Vec<String>,
+    /// The containers' requests of extended resources a DeviceClass may
+    /// back (DynamicResources' device requests for them).
+    pub extended_requests: Vec<ContainerExtendedRequests>,
 }
 
 /// One of a pod's `spec.resourceClaims` with its ResourceClaim's name
@@ -259,8 +266,9 @@ pub struct HostPort {
     pub port: i32,
 }
 
-/// A container as far as ports go (shared by both decoders).
+/// A container as far as its name and ports go (shared by both decoders).
 struct ContainerView {
+    name: String,
     ports: Vec<HostPort>,
 }
 
@@ -302,6 +310,7 @@ fn requests_and_ports(
     Requests {
         requests: resources.requests(),
         host_ports: ports,
+        extended: extended::extended_requests(containers, init, resources),
     }
 }
 
@@ -310,6 +319,7 @@ fn requests_and_ports(
 struct Requests {
     requests: requests::Requests,
     host_ports: Vec<HostPort>,
+    extended: Vec<ContainerExtendedRequests>,
 }
 
 impl PodInfo {

@@ -232,6 +232,7 @@ impl WireContainer {
         let status = statuses.iter().find(|s| s.name == self.name);
         (
             ContainerView {
+                name: self.name.clone(),
                 ports: self
                     .ports
                     .iter()
@@ -340,6 +341,7 @@ impl WireSpec {
             non_zero_requests: r.requests.non_zero,
             scoring_requests: r.requests.scoring,
             host_ports: r.host_ports,
+            extended_requests: r.extended,
             topology_spread_constraints: self.topology_spread_constraints.unwrap_or_default(),
             scheduling_gates: self
                 .scheduling_gates

@@ -8,6 +8,11 @@
 //! `status.reservedFor` through the status subresource, re-reading the
 //! claim after a conflict as Go's `retry.RetryOnConflict` does. What it
 //! wrote stands for the claim until the watch shows it (the assume cache).
+//!
+//! The claim for a pod's extended resources ([`super::extended`]) is in
+//! flight under a per-pod key from Reserve; PreBind creates it, moves it to
+//! the created name, writes it as any other, and records the mapping in
+//! the pod's status; Unreserve deletes it ([`delete_claim`]).
 
 use std::sync::Arc;
 
@@ -17,10 +22,12 @@ use k8s_openapi::api::resource::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Patch, PatchParams, PostParams};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use kube::{Api, Client};
 
+use super::extended::{ExtendedChoice, IN_MEMORY_NAME};
 use super::filter::{DraCycle, devices_of};
 use super::{DynamicResources, InFlight, kobj};
 use crate::framework::{ApiWrite, CycleState, PreBindPlugin, ReservePlugin, Status};
@@ -32,27 +39,35 @@ pub(super) const FINALIZER: &str = "resource.kubernetes.io/delete-protection";
 /// Attempts at a claim's status write (`retry.DefaultRetry`'s steps).
 const WRITE_ATTEMPTS: usize = 5;
 
+/// The in-flight key of the claim a pod's extended resources get, until
+/// PreBind created it and it has a name.
+fn pending_key(pod: &PodInfo) -> String {
+    format!("{}/{}#{}", pod.namespace, IN_MEMORY_NAME, pod.uid)
+}
+
 impl ReservePlugin for DynamicResources {
-    fn reserve(&self, state: &mut CycleState, _: &PodInfo, node: &str) -> Status {
+    fn reserve(&self, state: &mut CycleState, pod: &PodInfo, node: &str) -> Status {
         let Some(cycle) = state.read::<DraCycle>() else {
             return Status::success();
         };
-        if cycle.to_allocate.is_empty() {
-            return Status::success();
-        }
-        let Some(results) = cycle.by_node.lock().get(node).cloned() else {
+        let Some(choice) = cycle.by_node.lock().get(node).cloned() else {
+            // Nothing to allocate, or only extended resources the node's
+            // device plugin provides.
+            if cycle.to_allocate.is_empty() {
+                return Status::success();
+            }
             return Status::error("claim allocation not found for node");
         };
-        if results.len() != cycle.to_allocate.len() {
+        if choice.results.len() != cycle.to_allocate.len() {
             return Status::error(format!(
                 "internal error, have {} allocations, {} claims to allocate, want {} claims",
-                results.len(),
+                choice.results.len(),
                 cycle.to_allocate.len(),
                 cycle.to_allocate.len()
             ));
         }
         let mut table = self.in_flight.lock();
-        for (&i, allocation) in cycle.to_allocate.iter().zip(results.iter()) {
+        for (&i, allocation) in cycle.to_allocate.iter().zip(choice.results.iter()) {
             let claim = &cycle.claims[i];
             table.insert(
                 kobj(claim),
@@ -60,6 +75,18 @@ impl ReservePlugin for DynamicResources {
                     uid: claim.metadata.uid.clone().unwrap_or_default(),
                     devices: devices_of(allocation),
                     written: None,
+                    created: false,
+                },
+            );
+        }
+        if let Some(extended) = &choice.extended {
+            table.insert(
+                pending_key(pod),
+                InFlight {
+                    uid: String::new(),
+                    devices: devices_of(&extended.allocation),
+                    written: None,
+                    created: true,
                 },
             );
         }
@@ -76,8 +103,16 @@ impl ReservePlugin for DynamicResources {
         let Some(cycle) = state.read::<DraCycle>() else {
             return Vec::new();
         };
+        let mut writes = Vec::new();
         {
             let mut table = self.in_flight.lock();
+            table.remove(&pending_key(pod));
+            // The claim PreBind created for the extended resources goes
+            // (kube-scheduler's `unreserveExtendedResourceClaim`).
+            if let Some(created) = cycle.created.lock().take() {
+                table.remove(&kobj(&created));
+                writes.push(delete_claim(&created));
+            }
             for &i in &cycle.to_allocate {
                 let claim = &cycle.claims[i];
                 let key = kobj(claim);
@@ -89,7 +124,7 @@ impl ReservePlugin for DynamicResources {
             }
         }
         let written = cycle.written.lock();
-        cycle
+        let unreserved = cycle
             .claims
             .iter()
             .enumerate()
@@ -98,8 +133,8 @@ impl ReservePlugin for DynamicResources {
                 claim.status.as_ref().is_some_and(|s| s.allocation.is_some())
                     && reserved_for(claim, pod)
             })
-            .map(|claim| unreserve_claim(claim, pod))
-            .collect()
+            .map(|claim| unreserve_claim(claim, pod));
+        unreserved.chain(writes).collect()
     }
 }
 
@@ -147,6 +182,43 @@ pub(super) fn deallocate(claim: &ResourceClaim) -> ApiWrite {
     })
 }
 
+/// Deletes `claim` (one this scheduler created for a pod's extended
+/// resources), its delete-protection finalizer removed first, as
+/// kube-scheduler's `deleteClaim` does. A claim already gone is no error.
+pub(super) fn delete_claim(claim: &ResourceClaim) -> ApiWrite {
+    let name = claim.metadata.name.clone().unwrap_or_default();
+    let namespace = claim.metadata.namespace.clone().unwrap_or_default();
+    ApiWrite::new(format!("delete ResourceClaim {}", kobj(claim)), move |client| {
+        let api: Api<ResourceClaim> = Api::namespaced(client, &namespace);
+        let name = name.clone();
+        Box::pin(async move {
+            for _ in 0..WRITE_ATTEMPTS {
+                let mut current = match api.get_opt(&name).await {
+                    Ok(Some(c)) => c,
+                    Ok(None) => return Ok(()),
+                    Err(e) => return Err(api_message(&e)),
+                };
+                let finalizers = current.metadata.finalizers.get_or_insert_with(Vec::new);
+                let before = finalizers.len();
+                finalizers.retain(|f| f != FINALIZER);
+                if finalizers.len() == before {
+                    break;
+                }
+                match api.replace(&name, &PostParams::default(), &current).await {
+                    Ok(_) => break,
+                    Err(kube::Error::Api(e)) if e.code == 409 => continue,
+                    Err(e) => return Err(api_message(&e)),
+                }
+            }
+            match api.delete(&name, &DeleteParams::default()).await {
+                Ok(_) => Ok(()),
+                Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+                Err(e) => Err(api_message(&e)),
+            }
+        })
+    })
+}
+
 /// One write to `claim`'s status subresource, described as `what`: `write`
 /// gets the claim's namespaced API and its name for each send, and the
 /// error is reported as kube-scheduler reports it ([`api_message`]).
@@ -184,12 +256,17 @@ pub(super) fn reserved_for(claim: &ResourceClaim, pod: &PodInfo) -> bool {
 }
 
 impl PreBindPlugin for DynamicResources {
-    fn pre_bind_pre_flight(&self, state: &CycleState, pod: &PodInfo, _: &str) -> Status {
-        match state.read::<DraCycle>() {
-            Some(cycle) if cycle.claims.iter().any(|c| !reserved_for(c, pod)) => {
-                Status::success()
-            }
-            _ => Status::skip("every claim is reserved for the pod"),
+    fn pre_bind_pre_flight(&self, state: &CycleState, pod: &PodInfo, node: &str) -> Status {
+        let Some(cycle) = state.read::<DraCycle>() else {
+            return Status::skip("every claim is reserved for the pod");
+        };
+        let extended = || {
+            (cycle.by_node.lock().get(node)).is_some_and(|c| c.extended.is_some())
+        };
+        if cycle.claims.iter().any(|c| !reserved_for(c, pod)) || extended() {
+            Status::success()
+        } else {
+            Status::skip("every claim is reserved for the pod")
         }
     }
 
@@ -204,7 +281,8 @@ impl PreBindPlugin for DynamicResources {
             let Some(cycle) = state.read::<DraCycle>() else {
                 return Status::success();
             };
-            let results = cycle.by_node.lock().get(node).cloned();
+            let choice = cycle.by_node.lock().get(node).cloned();
+            let results = choice.as_ref().map(|c| &c.results);
             for (i, claim) in cycle.claims.iter().enumerate() {
                 if reserved_for(claim, pod) {
                     continue;
@@ -229,8 +307,72 @@ impl PreBindPlugin for DynamicResources {
                     Err(e) => return Status::error(e),
                 }
             }
+            if let Some(extended) = choice.as_ref().and_then(|c| c.extended.as_ref())
+                && let Err(e) = self.bind_extended(client, cycle, extended, pod).await
+            {
+                return Status::error(e);
+            }
             Status::success()
         })
+    }
+}
+
+impl DynamicResources {
+    /// kube-scheduler's `bindClaim` for the pod's extended resources:
+    /// creates the claim, then allocates and reserves it like any other,
+    /// then names it in the pod's `status.extendedResourceClaimStatus`.
+    /// The devices stay in flight under the created claim's name.
+    async fn bind_extended(
+        &self,
+        client: &Client,
+        cycle: &DraCycle,
+        extended: &ExtendedChoice,
+        pod: &PodInfo,
+    ) -> Result<(), String> {
+        let api: Api<ResourceClaim> = Api::namespaced(client.clone(), &pod.namespace);
+        let mut claim = (*extended.claim).clone();
+        claim.metadata.name = None;
+        claim.metadata.uid = None;
+        claim.status = None;
+        let created = api
+            .create(&PostParams::default(), &claim)
+            .await
+            .map_err(|e| {
+                format!(
+                    "create claim for extended resources {}/: {}",
+                    pod.namespace,
+                    api_message(&e)
+                )
+            })?;
+        let key = kobj(&created);
+        *cycle.created.lock() = Some(Arc::new(created.clone()));
+        {
+            let mut table = self.in_flight.lock();
+            if let Some(mut entry) = table.remove(&pending_key(pod)) {
+                entry.uid = created.metadata.uid.clone().unwrap_or_default();
+                table.insert(key.clone(), entry);
+            }
+        }
+        let written = Arc::new(bind_claim(client, &created, Some(&extended.allocation), pod).await?);
+        if let Some(f) = self.in_flight.lock().get_mut(&key) {
+            f.written = Some(written.clone());
+        }
+        *cycle.created.lock() = Some(written);
+        let pods: Api<Pod> = Api::namespaced(client.clone(), &pod.namespace);
+        let status = json!({"status": {"extendedResourceClaimStatus": {
+            "requestMappings": &*extended.mappings,
+            "resourceClaimName": created.metadata.name,
+        }}});
+        pods.patch_status(&pod.name, &PatchParams::default(), &Patch::Merge(&status))
+            .await
+            .map(drop)
+            .map_err(|e| {
+                format!(
+                    "update pod {} ExtendedResourceClaimStatus: {}",
+                    pod.key(),
+                    api_message(&e)
+                )
+            })
     }
 }
 

@@ -15,7 +15,8 @@ use k8s_openapi::api::resource::v1::{
 use parking_lot::Mutex;
 
 use super::allocator::{AllocatedDevices, Allocator, AllocatorError, DeviceId};
-use super::bind::deallocate;
+use super::bind::{deallocate, delete_claim};
+use super::extended::{ExtendedChoice, ExtendedCycle};
 use super::{
     DynamicResources, ERR_CANNOT_ALLOCATE, ERR_NOT_AVAILABLE, InFlight, allocated_in_cache, kobj,
     pod_claims, watched,
@@ -44,17 +45,29 @@ pub(super) struct DraCycle {
     /// Indexes into `claims` of the claims to allocate, in order.
     pub(super) to_allocate: Vec<usize>,
     allocator: Option<Allocator>,
+    /// The pod's extended resources a DeviceClass serves, if it requests any.
+    pub(super) extended: Option<ExtendedCycle>,
     /// Devices in use: allocated in the cache and in flight.
     allocated: AllocatedDevices,
-    /// What the allocator chose on each node that fits: one result per
-    /// claim of `to_allocate`.
-    pub(super) by_node: Mutex<HashMap<String, Arc<Vec<AllocationResult>>>>,
+    /// What the allocator chose on each node that fits.
+    pub(super) by_node: Mutex<HashMap<String, Arc<NodeChoice>>>,
     /// Indexes of allocated claims that some node rejected for their
     /// allocation's node selector: PostFilter may deallocate one.
     unavailable: Mutex<BTreeSet<usize>>,
     /// The claims as PreBind wrote them, by index (Unreserve takes the
     /// pod out of their `reservedFor`).
     pub(super) written: Mutex<HashMap<usize, Arc<ResourceClaim>>>,
+    /// The claim PreBind created for the pod's extended resources
+    /// (Unreserve deletes it).
+    pub(super) created: Mutex<Option<Arc<ResourceClaim>>>,
+}
+
+/// What Filter chose on one node.
+pub(super) struct NodeChoice {
+    /// One allocation per claim of `to_allocate`, in order.
+    pub(super) results: Vec<AllocationResult>,
+    /// The claim for the extended resources the node leaves to DRA.
+    pub(super) extended: Option<ExtendedChoice>,
 }
 
 #[cfg(test)]
@@ -72,10 +85,18 @@ impl DraCycle {
             claims,
             to_allocate,
             allocator: None,
+            extended: None,
             allocated: AllocatedDevices::default(),
-            by_node: Mutex::new(HashMap::from([(node.to_owned(), Arc::new(results))])),
+            by_node: Mutex::new(HashMap::from([(
+                node.to_owned(),
+                Arc::new(NodeChoice {
+                    results,
+                    extended: None,
+                }),
+            )])),
             unavailable: Mutex::default(),
             written: Mutex::default(),
+            created: Mutex::default(),
         }
     }
 }
@@ -89,6 +110,17 @@ pub(super) fn devices_of(allocation: &AllocationResult) -> Vec<DeviceId> {
         .filter(|r| r.admin_access != Some(true))
         .map(|r| DeviceId::new(&r.driver, &r.pool, &r.device))
         .collect()
+}
+
+impl DraCycle {
+    /// The pod's claims to allocate (an extended-resource variant's
+    /// allocator allocates them too).
+    fn unallocated(&self) -> Vec<ResourceClaim> {
+        self.to_allocate
+            .iter()
+            .map(|&i| (*self.claims[i]).clone())
+            .collect()
+    }
 }
 
 impl DynamicResources {
@@ -106,7 +138,9 @@ impl DynamicResources {
                 return false;
             };
             match dra.claim(ns, name) {
-                None => f.written.is_none(),
+                // Not written yet, or a claim this scheduler created that
+                // the watch has not shown yet.
+                None => f.written.is_none() || f.created,
                 Some(c) if c.metadata.uid.as_deref() != Some(f.uid.as_str()) => false,
                 // The watch shows the allocation: the cache counts it now.
                 Some(c) => c.status.as_ref().is_none_or(|s| s.allocation.is_none()),
@@ -129,14 +163,15 @@ impl PreFilterPlugin for DynamicResources {
         // Before anything else, as kube-scheduler writes its (empty) state
         // first: PostFilter tells from it whether PreFilter ran at all.
         state.write(PreFilterRan);
-        if pod.spec.resource_claims.is_empty() {
+        let extended = ExtendedCycle::new(pod, cluster);
+        if pod.spec.resource_claims.is_empty() && extended.is_none() {
             return Status::skip("pod has no ResourceClaims");
         }
         let mut claims = match pod_claims(pod, cluster) {
             Ok(c) => c,
             Err(e) => return Status::unresolvable(e),
         };
-        if claims.is_empty() {
+        if claims.is_empty() && extended.is_none() {
             return Status::skip("no ResourceClaim was generated for the pod");
         }
         let (written, in_flight) = self.settle_in_flight(cluster);
@@ -179,14 +214,15 @@ impl PreFilterPlugin for DynamicResources {
         } else {
             let dra = cluster.dra();
             let class_of = |name: &str| dra.class(name);
-            let unallocated = to_allocate.iter().map(|&i| (*claims[i]).clone()).collect();
+            let unallocated: Vec<ResourceClaim> =
+                to_allocate.iter().map(|&i| (*claims[i]).clone()).collect();
             match Allocator::new(unallocated, &class_of) {
                 Ok(a) => Some(a),
                 Err(AllocatorError::OnNode(e)) => return Status::unresolvable(e),
                 Err(e) => return Status::error(e.to_string()),
             }
         };
-        let allocated: AllocatedDevices = if allocator.is_some() {
+        let allocated: AllocatedDevices = if allocator.is_some() || extended.is_some() {
             allocated_in_cache(cluster).chain(in_flight).collect()
         } else {
             AllocatedDevices::default()
@@ -196,10 +232,12 @@ impl PreFilterPlugin for DynamicResources {
             available_on,
             to_allocate,
             allocator,
+            extended,
             allocated,
             by_node: Mutex::default(),
             unavailable: Mutex::default(),
             written: Mutex::default(),
+            created: Mutex::default(),
         });
         Status::success()
     }
@@ -254,10 +292,18 @@ impl PostFilterPlugin for DynamicResources {
                 _ => false,
             }
         });
-        match blocking {
-            Some(claim) => answer(
+        if let Some(claim) = blocking {
+            return answer(
                 Status::unschedulable("deallocation of ResourceClaim completed"),
                 vec![deallocate(claim)],
+            );
+        }
+        // A claim an earlier attempt created for the pod's extended
+        // resources goes, so that the next attempt allocates anew.
+        match cycle.extended.as_ref().and_then(|x| x.stale.as_ref()) {
+            Some(stale) => answer(
+                Status::unschedulable("deletion of ResourceClaim completed"),
+                vec![delete_claim(stale)],
             ),
             None => nothing(),
         }
@@ -318,6 +364,14 @@ impl FilterPlugin for DynamicResources {
             Ok(s) => s,
             Err(missing) => return missing,
         };
+        // The extended resources first, as kube-scheduler checks them.
+        let variant = match &cycle.extended {
+            None => None,
+            Some(x) => match x.on_node(node, || cycle.unallocated(), cluster) {
+                Ok(v) => v,
+                Err(status) => return status,
+            },
+        };
         // kube-scheduler notes the allocated claims the node cannot use,
         // still runs the allocator for the others (its verdict comes first),
         // and only then rejects the node for the former.
@@ -328,12 +382,27 @@ impl FilterPlugin for DynamicResources {
             .filter(|(_, s)| s.as_ref().is_some_and(|s| !s.matches(node)))
             .map(|(i, _)| i)
             .collect();
-        let allocated = match &cycle.allocator {
-            None => None,
-            Some(allocator) => match allocate_on(allocator, cycle, node, cluster) {
-                Ok(results) => Some(results),
+        let own = cycle.to_allocate.len();
+        let allocated = match (&variant, &cycle.allocator) {
+            (Some(v), _) => match allocate_on(&v.allocator, own + 1, cycle, node, cluster) {
+                Ok(mut results) => {
+                    let extended = results.pop().map(|allocation| ExtendedChoice {
+                        claim: v.claim.clone(),
+                        allocation,
+                        mappings: v.mappings.clone(),
+                    });
+                    Some(NodeChoice { results, extended })
+                }
                 Err(status) => return status,
             },
+            (None, Some(allocator)) => match allocate_on(allocator, own, cycle, node, cluster) {
+                Ok(results) => Some(NodeChoice {
+                    results,
+                    extended: None,
+                }),
+                Err(status) => return status,
+            },
+            (None, None) => None,
         };
         if !unavailable.is_empty() {
             cycle.unavailable.lock().extend(unavailable);
@@ -349,10 +418,11 @@ impl FilterPlugin for DynamicResources {
     }
 }
 
-/// Runs the allocator for `cycle`'s unallocated claims on `node`: one
-/// result per claim, or the node's rejection.
+/// Runs `allocator` on `node`: `expected` results (one per claim it
+/// allocates), or the node's rejection.
 fn allocate_on(
     allocator: &Allocator,
+    expected: usize,
     cycle: &DraCycle,
     node: &NodeInfo,
     cluster: &ClusterState,
@@ -373,7 +443,7 @@ fn allocate_on(
         &cycle.allocated,
         dra.taint_rules(),
     ) {
-        Ok(Some(results)) if results.len() == cycle.to_allocate.len() => Ok(results),
+        Ok(Some(results)) if results.len() == expected => Ok(results),
         Ok(_) => Err(Status::unresolvable(ERR_CANNOT_ALLOCATE)),
         Err(AllocatorError::OnNode(e)) => Err(Status::unresolvable(e)),
         Err(e) => Err(Status::error(e.to_string())),
@@ -391,8 +461,11 @@ impl ScorePlugin for DynamicResources {
         let Some(cycle) = state.read::<DraCycle>() else {
             return Ok(NodeScore::value(0));
         };
-        let results = cycle.by_node.lock().get(&node.name).cloned();
-        Ok(NodeScore::value(compute_score(cycle, results.as_deref())))
+        let choice = cycle.by_node.lock().get(&node.name).cloned();
+        Ok(NodeScore::value(compute_score(
+            cycle,
+            choice.as_ref().map(|c| &c.results),
+        )))
     }
 
     fn normalize(&self, _: &CycleState, _: &PodInfo, scores: &mut [NodeScore]) -> Status {

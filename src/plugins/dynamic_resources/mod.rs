@@ -27,12 +27,14 @@
 //!   pod gets them; PreBind writes `status.allocation` and adds the pod to
 //!   `status.reservedFor` (a shared claim already allocated: only the
 //!   latter); Unreserve after a failed bind takes the pod out again.
-//!
-//! Not done: extended resources backed by DRA are not mapped for
-//! NodeResourcesFit.
+//! - Extended resources backed by DRA ([`extended`]): a container's
+//!   `example.com/gpu: 1` on a node without it in its allocatable becomes a
+//!   device request of a claim the scheduler creates for the pod in PreBind
+//!   (NodeResourcesFit leaves such resources to this plugin there).
 
 pub mod allocator;
 mod bind;
+mod extended;
 mod filter;
 mod hint;
 #[cfg(test)]
@@ -52,6 +54,7 @@ use crate::framework::{EnqueueExtensions, EventHint, PreEnqueuePlugin, Status};
 use crate::objects::PodInfo;
 use crate::objects::pod::ClaimRef;
 use allocator::DeviceId;
+pub use extended::{ERR_CANNOT_FIT, ERR_STALE};
 pub use hint::unsatisfiable_requests;
 
 /// Plugin name in the policy.
@@ -94,6 +97,9 @@ struct InFlight {
     /// What PreBind wrote, once it did; until the watch shows the write,
     /// later pods read the claim as this.
     written: Option<Arc<ResourceClaim>>,
+    /// The claim is one this scheduler creates (extended resources): not
+    /// in the cache means not created or not seen yet, never deleted.
+    created: bool,
 }
 
 /// Allocations in flight, by claim key `namespace/name`.

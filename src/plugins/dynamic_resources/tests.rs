@@ -556,3 +556,5 @@ fn filter_honours_device_taint_rules() {
     cluster.dra_mut().delete_taint_rule("broken");
     assert!(filter(&cluster).is_success());
 }
+
+mod extended;

@@ -9,20 +9,25 @@
 //!   requests (or in pods) and that would fit it empty;
 //! - AssignedPod UpdatePodScaleDown: a placed pod's request going down in a
 //!   resource the pod requests;
-//! - TargetPod UpdatePodScaleDown: the pod's own request going down.
+//! - TargetPod UpdatePodScaleDown: the pod's own request going down;
+//! - DeviceClass Add|Update: a class may now serve an extended resource the
+//!   pod requests (kube-scheduler compares the class's
+//!   `extendedResourceName` before and after; placer's class events carry
+//!   the name only, so every pod that requests such a resource is moved).
 //!
 //! Not registered: the scale-up events and the node checks of pods whose
-//! in-place resize is deferred (placer does not keep that status), and
-//! DeviceClass events (no DRA extended resources yet).
+//! in-place resize is deferred (placer does not keep that status).
 
 use std::sync::{Arc, LazyLock};
 
 use super::NodeResourcesFit;
 use crate::cache::ClusterState;
+use crate::cache::events::kinds;
 use crate::framework::queueing::{ActionType, Change, EventResource, QueueingHint};
 use crate::framework::{
     CycleState, EnqueueExtensions, EventHint, FilterPlugin, PreFilterPlugin, queue_if,
 };
+use crate::objects::pod::is_dra_extended_resource;
 use crate::objects::{NodeInfo, PodInfo, Resources};
 
 /// A cluster without pods: a node's own size, as kube-scheduler's `isFit`
@@ -54,6 +59,19 @@ impl EnqueueExtensions for NodeResourcesFit {
                 scale_down_may_help,
             ),
             EventHint::always(EventResource::TargetPod, ActionType::UPDATE_POD_SCALE_DOWN),
+            EventHint::when(
+                EventResource::Kind(kinds::DEVICE_CLASS),
+                ActionType::ADD | ActionType::UPDATE,
+                |pod, _| {
+                    queue_if(
+                        pod.spec
+                            .requests
+                            .scalar
+                            .iter()
+                            .any(|(name, &q)| q > 0 && is_dra_extended_resource(name)),
+                    )
+                },
+            ),
         ]
     }
 }

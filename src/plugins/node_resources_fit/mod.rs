@@ -16,6 +16,9 @@
 //! kube-scheduler does since kubernetes/kubernetes#131345.
 //! `ignoredResources` and `ignoredResourceGroups` (the part before `/`) skip
 //! extended resources only, never `cpu`, `memory` or `hugepages-*`.
+//! An extended resource a DeviceClass serves (DRAExtendedResource) is left
+//! to DynamicResources on a node whose allocatable has none of it: the
+//! devices come from the class there, not from a device plugin.
 //!
 //! **Score.** `scoringStrategy.type` `LeastAllocated` (the default: prefer
 //! the emptiest node), `MostAllocated` (bin packing) or
@@ -150,6 +153,9 @@ struct ScalarRequest {
     name: String,
     quantity: i64,
     reason: String,
+    /// A DeviceClass serves it: nodes without it in their allocatable
+    /// leave it to DynamicResources (kube-scheduler's `shouldDelegateResourceToDRA`).
+    backed_by_dra: bool,
 }
 
 /// The pod's request as the filter checks it (written in PreFilter).
@@ -171,8 +177,9 @@ crate::plugin!(
 );
 
 impl PreFilterPlugin for NodeResourcesFit {
-    fn pre_filter(&self, state: &mut CycleState, pod: &PodInfo, _: &ClusterState) -> Status {
+    fn pre_filter(&self, state: &mut CycleState, pod: &PodInfo, cluster: &ClusterState) -> Status {
         let r = &pod.spec.requests;
+        let dra = cluster.dra();
         let scalar = r
             .scalar
             .iter()
@@ -181,6 +188,7 @@ impl PreFilterPlugin for NodeResourcesFit {
                 name: name.clone(),
                 quantity,
                 reason: format!("Insufficient {name}"),
+                backed_by_dra: dra.class_for_extended_resource(name).is_some(),
             })
             .collect();
         state.write(FitRequest {
@@ -235,6 +243,9 @@ impl FilterPlugin for NodeResourcesFit {
         }
         for s in &want.scalar {
             let allocatable = alloc.scalar.get(&s.name).copied().unwrap_or(0);
+            if s.backed_by_dra && allocatable == 0 {
+                continue;
+            }
             let in_use = usage
                 .and_then(|u| u.requested.scalar.get(&s.name).copied())
                 .unwrap_or(0);

@@ -454,3 +454,36 @@ fn broken_linear_interpolates_and_clamps() {
     assert_eq!(broken_linear(&shape, 70), 60);
     assert_eq!(broken_linear(&shape, 100), 20, "flat after the last point");
 }
+
+/// kube-scheduler's `shouldDelegateResourceToDRA`: an extended resource a
+/// DeviceClass serves is left to DynamicResources where the node's
+/// allocatable has none of it, and checked as ever where a device plugin
+/// provides it.
+#[test]
+fn an_extended_resource_a_device_class_serves_is_left_to_dynamic_resources() {
+    let class: k8s_openapi::api::resource::v1::DeviceClass = serde_json::from_value(
+        serde_json::json!({"metadata": {"name": "gpu"}, "spec": {"extendedResourceName": "example.com/gpu"}}),
+    )
+    .unwrap();
+    let without = node(&[("cpu", "4"), ("memory", "8Gi"), ("pods", "3")]);
+    let with_plugin = node(&[("cpu", "4"), ("memory", "8Gi"), ("pods", "3"), ("example.com/gpu", "1")]);
+    let p = pod("new", None, &[("cpu", "1"), ("example.com/gpu", "2")]);
+    let plain = cluster(&without, &[]);
+    assert_eq!(
+        filter(&Default::default(), &p, &without, &plain),
+        Status::from_reasons(
+            Code::UnschedulableAndUnresolvable,
+            vec!["Insufficient example.com/gpu".into()]
+        )
+    );
+    let mut served = cluster(&without, &[]);
+    served.dra_mut().apply_class(Arc::new(class));
+    assert_eq!(filter(&Default::default(), &p, &without, &served), Status::success());
+    assert_eq!(
+        filter(&Default::default(), &p, &with_plugin, &served),
+        Status::from_reasons(
+            Code::UnschedulableAndUnresolvable,
+            vec!["Insufficient example.com/gpu".into()]
+        )
+    );
+}

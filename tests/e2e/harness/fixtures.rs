@@ -209,8 +209,16 @@ impl PodBuilder {
 
     /// The Pod object.
     pub fn build(&self) -> Pod {
+        // The API server takes no overcommit of extended resources and hugepages: their limit
+        // must be given, equal to the request.
+        let limits: BTreeMap<&String, &String> = self
+            .requests
+            .iter()
+            .filter(|(name, _)| !matches!(name.as_str(), "cpu" | "memory" | "ephemeral-storage"))
+            .collect();
         let mut spec = json!({
-            "containers": [{ "name": "main", "image": POD_IMAGE, "resources": { "requests": self.requests } }],
+            "containers": [{ "name": "main", "image": POD_IMAGE,
+                "resources": { "requests": self.requests, "limits": limits } }],
             "nodeSelector": self.node_selector,
             "terminationGracePeriodSeconds": 0,
         });

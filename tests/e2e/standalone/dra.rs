@@ -18,10 +18,20 @@ use crate::harness::compare::{SideBySide, comparable_plugins};
 use crate::harness::controller_manager::ControllerManager;
 
 /// The test driver's name.
-const DRIVER: &str = "gpu.placer.test";
+pub(super) const DRIVER: &str = "gpu.placer.test";
 
 /// A DeviceClass `name` of the test driver's devices, with an optional extra CEL selector.
 async fn device_class(env: &TestEnv, name: &str, selector: Option<&str>) -> anyhow::Result<()> {
+    device_class_serving(env, name, selector, None).await
+}
+
+/// [`device_class`] that also serves the extended resource `extended` (DRAExtendedResource).
+pub(super) async fn device_class_serving(
+    env: &TestEnv,
+    name: &str,
+    selector: Option<&str>,
+    extended: Option<&str>,
+) -> anyhow::Result<()> {
     let mut selectors =
         vec![json!({ "cel": { "expression": format!("device.driver == '{DRIVER}'") } })];
     if let Some(s) = selector {
@@ -29,7 +39,7 @@ async fn device_class(env: &TestEnv, name: &str, selector: Option<&str>) -> anyh
     }
     let class: DeviceClass = serde_json::from_value(json!({
         "metadata": { "name": name },
-        "spec": { "selectors": selectors },
+        "spec": { "selectors": selectors, "extendedResourceName": extended },
     }))?;
     Api::<DeviceClass>::all(env.client().clone())
         .create(&PostParams::default(), &class)
@@ -39,7 +49,11 @@ async fn device_class(env: &TestEnv, name: &str, selector: Option<&str>) -> anyh
 }
 
 /// Publishes `node`'s devices in one slice (pool = node): each `(name, numa, model)`.
-async fn publish(env: &TestEnv, node: &str, devices: &[(&str, i64, &str)]) -> anyhow::Result<()> {
+pub(super) async fn publish(
+    env: &TestEnv,
+    node: &str,
+    devices: &[(&str, i64, &str)],
+) -> anyhow::Result<()> {
     let devices: Vec<Value> = devices
         .iter()
         .map(|(name, numa, model)| {
@@ -117,7 +131,7 @@ fn claims(template: Option<&str>, claim: Option<&str>) -> Value {
 
 /// Every claim's allocated devices as `(claim, node of the pool, device)`; fails if a device
 /// is allocated twice.
-async fn allocations(env: &TestEnv) -> anyhow::Result<Vec<(String, String, String)>> {
+pub(super) async fn allocations(env: &TestEnv) -> anyhow::Result<Vec<(String, String, String)>> {
     let list = Api::<ResourceClaim>::namespaced(env.client().clone(), env.namespace())
         .list(&Default::default())
         .await?;
@@ -142,6 +156,15 @@ async fn allocations(env: &TestEnv) -> anyhow::Result<Vec<(String, String, Strin
         }
     }
     Ok(out)
+}
+
+/// Two nodes of copy `tag` with one GPU (`gpu-0`) each.
+pub(super) async fn gpu_nodes(env: &TestEnv, tag: &str) -> anyhow::Result<Vec<String>> {
+    let nodes = copy_nodes(env, tag, 2).await?;
+    for node in &nodes {
+        publish(env, node, &[("gpu-0", 0, "a100")]).await?;
+    }
+    Ok(nodes)
 }
 
 /// The claim the resourceclaim controller made for `pod`'s entry.
@@ -169,10 +192,7 @@ async fn one_gpu_per_pod_until_they_run_out_matches_kube_scheduler() -> anyhow::
     let copies = both.copies();
     let mut layout = Vec::new();
     for (tag, _) in &copies {
-        let nodes = copy_nodes(&env, tag, 2).await?;
-        for node in &nodes {
-            publish(&env, node, &[("gpu-0", 0, "a100")]).await?;
-        }
+        let nodes = gpu_nodes(&env, tag).await?;
         layout.push(nodes);
     }
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -246,10 +266,7 @@ async fn device_taint_rules_keep_pods_off_tainted_devices_as_kube_scheduler_does
     let copies = both.copies();
     let mut layout = Vec::new();
     for (tag, _) in &copies {
-        let nodes = copy_nodes(&env, tag, 2).await?;
-        for node in &nodes {
-            publish(&env, node, &[("gpu-0", 0, "a100")]).await?;
-        }
+        let nodes = gpu_nodes(&env, tag).await?;
         taint_pool(&env, &format!("broken-{tag}"), &nodes[0], "NoSchedule").await?;
         layout.push(nodes);
     }
