@@ -1,7 +1,8 @@
 //! The seeded case generator: nodes (capacity, labels, taints, bound pods) and the pod under
 //! test (requests, selectors, affinity, tolerations, host ports, claims), as API objects per side;
-//! the storage is `storage`'s.
+//! the storage is `storage`'s, the devices `devices`'.
 
+use super::devices::{Devices, FPGA};
 use super::storage::{self, Storage};
 use super::*;
 
@@ -113,6 +114,7 @@ pub(super) struct Case {
     nodes: Vec<NodeSpec>,
     pod: PodSpec,
     pub(super) storage: Storage,
+    pub(super) devices: Devices,
 }
 
 const DISKS: &[&str] = &["ssd", "hdd"];
@@ -182,7 +184,9 @@ impl Case {
                 n.labels.push((storage::REGION, "r1".to_owned()));
             }
         }
-        if storage.focused {
+        // Devices from a stream of their own too.
+        let devices = Devices::generate(seed, index, nodes.len());
+        if storage.focused || devices.focused {
             for n in &mut nodes {
                 n.unschedulable = false;
                 n.taints
@@ -191,6 +195,18 @@ impl Case {
             pod.node_selector.clear();
             pod.terms.clear();
             pod.pinned = None;
+        }
+        if devices.focused {
+            // A small pod without ports or features: most nodes then reach DynamicResources.
+            pod.load = Load {
+                cpu_m: 100,
+                memory_mi: 64,
+                class: pod.load.class,
+                ..Load::default()
+            };
+            pod.restart_all = false;
+            pod.pod_level = None;
+            pod.init_cpu_m = None;
         }
         for (i, claims) in &storage.holders {
             nodes[*i].occupants.push(Load {
@@ -203,6 +219,7 @@ impl Case {
             nodes,
             pod,
             storage,
+            devices,
         }
     }
 
@@ -325,6 +342,9 @@ impl Case {
                 if n.gpus > 0 {
                     resources[GPU] = json!(n.gpus.to_string());
                 }
+                if let Some(fpgas) = self.devices.plugin_fpgas(i) {
+                    resources[FPGA] = json!(fpgas.to_string());
+                }
                 let taints: Vec<Value> = n
                     .taints
                     .iter()
@@ -435,6 +455,7 @@ impl Case {
         if !self.storage.is_empty() {
             spec["volumes"] = Storage::volumes(side, self.storage.pod_claims());
         }
+        self.devices.ask(side, &mut spec);
         if self.pod.restart_all {
             spec["containers"][0]["restartPolicy"] = json!("Never");
             spec["containers"][0]["restartPolicyRules"] = json!([{
@@ -483,6 +504,7 @@ impl Case {
                 .collect::<Vec<_>>()
         );
         let _ = writeln!(out, "  storage: {}", self.storage.describe());
+        let _ = writeln!(out, "  devices: {}", self.devices.describe());
         let pod = serde_json::to_value(self.pod(&side, &classes)).unwrap_or_default();
         let _ = write!(out, "  pod spec: {}", pod["spec"]);
         out

@@ -14,11 +14,15 @@
 //! claims, unbound `WaitForFirstConsumer` claims with free static local volumes or a
 //! provisioning class, a `ReadWriteOncePod` claim in use, CSINodes with per-driver limits and
 //! zoned nodes; every copy has its own volumes, claims and CSINodes, and the classes are shared.
+//! Most cases also get devices ([`devices`]): ResourceSlices of 0–3 devices per node, some held
+//! by allocated claims, and a pod that asks for devices through a ResourceClaim (one, two on one
+//! NUMA node, a CEL-selected class, `All`, `firstAvailable`, a request selector) or through an
+//! extended resource a DeviceClass serves.
 //! placer in standalone mode and stock kube-scheduler each get a copy of the pod.
 //! kube-scheduler runs its default profile with only the plugins placer lacks disabled by name
-//! ([`PLACER_LACKS`]); placer runs the rest in the same order ([`comparable_plugins`]: `NodeName`,
+//! ([`PLACER_LACKS`], empty today); placer runs the rest in the same order ([`comparable_plugins`]: `NodeName`,
 //! `NodeUnschedulable`, `TaintToleration`, `NodeAffinity`, `NodePorts`, `NodeResourcesFit`,
-//! `VolumeRestrictions`, `NodeVolumeLimits`, `VolumeBinding`, `VolumeZone`, `PodTopologySpread`, `InterPodAffinity`, the PostFilter `DefaultPreemption`,
+//! `VolumeRestrictions`, `NodeVolumeLimits`, `VolumeBinding`, `VolumeZone`, `PodTopologySpread`, `InterPodAffinity`, `DynamicResources`, the PostFilter `DefaultPreemption`,
 //! the scores and `NodeDeclaredFeatures`, plus queue sort and gates). Bound pods and the case's pod get random priorities (no
 //! class, or the test's classes of value 10 and 1000), so some cases preempt: the pod's first
 //! `FailedScheduling` then says where it will go and how many pods it evicts, and it is bound
@@ -79,9 +83,11 @@ use crate::harness::compare::{KubeSchedulerYaml, PLACER_LACKS, comparable_plugin
 use crate::harness::controller_manager::ControllerManager;
 use crate::harness::{Placer, RUN_LABEL, Scheduler, TestEnv};
 
+mod devices;
 mod generator;
 mod storage;
 
+use devices::DeviceClasses;
 use generator::Case;
 pub(crate) use generator::Rng;
 use storage::{CLAIM_COPY_LABEL, SELECTED_NODE, StorageClasses, claims_bound};
@@ -118,6 +124,7 @@ async fn placer_filters_agree_with_kube_scheduler() -> anyhow::Result<()> {
     let env = TestEnv::with_own_control_plane("differential").await?;
     let _kcm = ControllerManager::start_pv_binder(&env).await?;
     let storage_classes = StorageClasses::create(&env).await?;
+    let device_classes = DeviceClasses::create(&env).await?;
     let names = Names {
         placer: env.name("placer"),
         kube: env.scheduler_name(),
@@ -148,7 +155,7 @@ async fn placer_filters_agree_with_kube_scheduler() -> anyhow::Result<()> {
             &env,
             &names,
             &classes,
-            &storage_classes,
+            (&storage_classes, &device_classes),
             &cases,
             &todo,
             attempt,
@@ -281,7 +288,7 @@ async fn run_attempt(
     env: &TestEnv,
     names: &Names,
     classes: &Classes,
-    storage_classes: &StorageClasses,
+    (storage_classes, device_classes): (&StorageClasses, &DeviceClasses),
     cases: &[Case],
     todo: &[usize],
     attempt: usize,
@@ -323,6 +330,22 @@ async fn run_attempt(
     .await?;
     create_all(Api::all(env.client().clone()), csi_nodes).await?;
     claims_bound(env, &attempt_value).await?;
+    // Devices: slices and claims, then the taken devices' allocations.
+    let mut slices = Vec::new();
+    let mut device_claims = Vec::new();
+    for (i, side) in &copies {
+        slices.extend(cases[*i].devices.slices(side)?);
+        device_claims.extend(cases[*i].devices.claims(side, device_classes)?);
+    }
+    create_all(Api::all(env.client().clone()), slices).await?;
+    create_all(
+        Api::namespaced(env.client().clone(), env.namespace()),
+        device_claims,
+    )
+    .await?;
+    for (i, side) in &copies {
+        cases[*i].devices.allocate_taken(env, side).await?;
+    }
     let nodes: Vec<Node> = copies
         .iter()
         .flat_map(|(i, side)| cases[*i].nodes(env, side))

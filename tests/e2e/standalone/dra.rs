@@ -321,30 +321,17 @@ async fn device_taint_rules_keep_pods_off_tainted_devices_as_kube_scheduler_does
     Ok(())
 }
 
-/// What the allocator decides with placer alone: two devices with `matchAttribute` on `numa`
-/// only fit the node whose two GPUs share a NUMA node; a class whose CEL selector asks for a
-/// model only fits the node with that model; a claim shared by two pods puts both on the node
-/// of its one allocation, reserved for both; a pod whose claim template comes later waits, then
-/// schedules.
+/// What the allocator decides, placer and kube-scheduler side by side (one copy of the nodes,
+/// slices and shared claim each, one after the other): two devices with `matchAttribute` on
+/// `numa` only fit the node whose two GPUs share a NUMA node; a class whose CEL selector asks
+/// for a model only fits the node with that model; a claim shared by two pods puts both on the
+/// node of its one allocation, reserved for both; a pod whose claim template comes later waits,
+/// then schedules. Both schedulers must make every one of these placements.
 #[tokio::test]
-async fn constraints_selectors_and_shared_claims() -> anyhow::Result<()> {
+async fn constraints_selectors_and_shared_claims_match_kube_scheduler() -> anyhow::Result<()> {
     let env = TestEnv::with_own_control_plane("sa-dra").await?;
-    let nodes = env
-        .create_nodes([env.node("split"), env.node("paired"), env.node("h100")])
-        .await?;
-    publish(
-        &env,
-        &nodes[0],
-        &[("gpu-0", 0, "a100"), ("gpu-1", 1, "a100")],
-    )
-    .await?;
-    publish(
-        &env,
-        &nodes[1],
-        &[("gpu-0", 0, "a100"), ("gpu-1", 0, "a100")],
-    )
-    .await?;
-    publish(&env, &nodes[2], &[("gpu-0", 0, "h100")]).await?;
+    let _kcm = ControllerManager::start_resource_claims(&env).await?;
+    let both = SideBySide::start(&env, &comparable_plugins()).await?;
     device_class(&env, "gpu", None).await?;
     device_class(
         &env,
@@ -354,41 +341,78 @@ async fn constraints_selectors_and_shared_claims() -> anyhow::Result<()> {
     .await?;
     claim_spec(&env, "two-numa", "gpu", 2, true, false).await?;
     claim_spec(&env, "one-h100", "h100", 1, false, false).await?;
-    let _kcm = ControllerManager::start_resource_claims(&env).await?;
-    let _placer = env.start_standalone("placer", &[]).await?;
-
-    env.create_pod_with_spec(&env.pod("pair"), claims(Some("two-numa"), None))
-        .await?;
-    assert_eq!(env.wait_pod_bound("pair").await?, nodes[1]);
-    env.create_pod_with_spec(&env.pod("hopper"), claims(Some("one-h100"), None))
-        .await?;
-    assert_eq!(env.wait_pod_bound("hopper").await?, nodes[2]);
-
-    // The split node's two GPUs are left: a claim shared by two pods takes one of them.
-    claim_spec(&env, "shared", "gpu", 1, false, true).await?;
-    for name in ["a", "b"] {
-        env.create_pod_with_spec(&env.pod(name), claims(None, Some("shared")))
+    let copies = both.copies();
+    let mut layout = Vec::new();
+    for (tag, _) in &copies {
+        let nodes = env
+            .create_nodes(
+                ["split", "paired", "h100"]
+                    .map(|n| env.node(&format!("{tag}{n}")).label(COPY, tag)),
+            )
             .await?;
-    }
-    let (a, b) = (
-        env.wait_pod_bound("a").await?,
-        env.wait_pod_bound("b").await?,
-    );
-    assert_eq!(
-        (a.as_str(), b.as_str()),
-        (nodes[0].as_str(), nodes[0].as_str())
-    );
-    let shared = Api::<ResourceClaim>::namespaced(env.client().clone(), env.namespace())
-        .get("shared")
+        publish(
+            &env,
+            &nodes[0],
+            &[("gpu-0", 0, "a100"), ("gpu-1", 1, "a100")],
+        )
         .await?;
-    let reserved: BTreeSet<String> = shared
-        .status
-        .and_then(|s| s.reserved_for)
-        .unwrap_or_default()
-        .into_iter()
-        .map(|r| r.name)
-        .collect();
-    assert_eq!(reserved, BTreeSet::from(["a".to_owned(), "b".to_owned()]));
+        publish(
+            &env,
+            &nodes[1],
+            &[("gpu-0", 0, "a100"), ("gpu-1", 0, "a100")],
+        )
+        .await?;
+        publish(&env, &nodes[2], &[("gpu-0", 0, "h100")]).await?;
+        layout.push(nodes);
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    for ((tag, scheduler), nodes) in copies.iter().zip(&layout) {
+        let env = &env;
+        let pod = |name: &str| env.pod(name).scheduler(scheduler).node_selector(COPY, tag);
+        let bound = |name: String, claims: Value, node: usize| {
+            let pod = pod(&name);
+            async move {
+                env.create_pod_with_spec(&pod, claims).await?;
+                let got = env.wait_pod_bound(&name).await?;
+                assert_eq!(got, nodes[node], "{scheduler}: {name}");
+                anyhow::Ok(())
+            }
+        };
+        bound(format!("pair-{tag}"), claims(Some("two-numa"), None), 1).await?;
+        bound(format!("hopper-{tag}"), claims(Some("one-h100"), None), 2).await?;
+
+        // The split node's two GPUs are left: a claim shared by two pods takes one of them.
+        let shared = format!("shared-{tag}");
+        claim_spec(env, &shared, "gpu", 1, false, true).await?;
+        for name in ["a", "b"] {
+            bound(format!("{name}-{tag}"), claims(None, Some(&shared)), 0).await?;
+        }
+        let claim = Api::<ResourceClaim>::namespaced(env.client().clone(), env.namespace())
+            .get(&shared)
+            .await?;
+        let reserved: BTreeSet<String> = claim
+            .status
+            .and_then(|s| s.reserved_for)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|r| r.name)
+            .collect();
+        assert_eq!(
+            reserved,
+            BTreeSet::from([format!("a-{tag}"), format!("b-{tag}")]),
+            "{scheduler}"
+        );
+
+        // A pod whose template does not exist yet has no claim: it waits (PreEnqueue) until
+        // the resourceclaim controller creates the claim from the template created later,
+        // then takes the split node's last GPU.
+        let (late, later) = (format!("late-{tag}"), format!("later-{tag}"));
+        env.create_pod_with_spec(&pod(&late), claims(Some(&later), None))
+            .await?;
+        env.assert_stays_unbound(&late, STAYS_PENDING).await?;
+        claim_spec(env, &later, "gpu", 1, false, false).await?;
+        assert_eq!(env.wait_pod_bound(&late).await?, nodes[0], "{scheduler}");
+    }
     let by_claim: BTreeMap<String, usize> =
         allocations(&env)
             .await?
@@ -397,17 +421,7 @@ async fn constraints_selectors_and_shared_claims() -> anyhow::Result<()> {
                 *m.entry(c).or_default() += 1;
                 m
             });
-    assert_eq!(by_claim.values().sum::<usize>(), 4, "{by_claim:?}");
-
-    // A pod whose template does not exist yet has no claim: it waits (PreEnqueue) until the
-    // resourceclaim controller creates the claim from the template created later, then takes
-    // the split node's last GPU.
-    env.create_pod_with_spec(&env.pod("late"), claims(Some("later"), None))
-        .await?;
-    env.assert_stays_unbound("late", STAYS_PENDING).await?;
-    claim_spec(&env, "later", "gpu", 1, false, false).await?;
-    assert_eq!(env.wait_pod_bound("late").await?, nodes[0]);
-    allocations(&env).await?;
+    assert_eq!(by_claim.values().sum::<usize>(), 10, "{by_claim:?}");
     Ok(())
 }
 
