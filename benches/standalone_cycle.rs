@@ -18,6 +18,9 @@
 //! DRA claim" is "fits" for a pod with one unallocated ResourceClaim of one
 //! device, on nodes that publish 8 devices each (DynamicResources runs the
 //! allocator on every node's slice, found by the cache's per-node index).
+//! "fits, 1 DRA-backed gpu" asks for `example.com/gpu: 1` in its container,
+//! which the same class serves (DRAExtendedResource): DynamicResources
+//! builds the pod's claim for it and allocates it on every node.
 //! Prints the median and p90 of `PLACER_BENCH_ITERS` attempts (default 20)
 //! per case.
 //!
@@ -136,7 +139,8 @@ fn dra_devices(c: &mut ClusterState, nodes: usize) {
         })
         .collect();
     let class = serde_json::json!({"metadata": {"name": "gpu"},
-        "spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.bench'"}}]}});
+        "spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.bench'"}}],
+                 "extendedResourceName": "example.com/gpu"}});
     let claim = serde_json::json!({"metadata": {"name": "gpu", "namespace": "bench", "uid": "gpu"},
         "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}}});
     let dra = c.dra_mut();
@@ -157,6 +161,18 @@ fn pod_with_dra_claim(name: &str) -> PodInfo {
         "spec": {"schedulerName": "placer",
                  "containers": [{"name": "c", "resources": {"requests": {"cpu": "100m"}}}],
                  "resourceClaims": [{"name": "gpu", "resourceClaimName": "gpu"}]}
+    });
+    serde_json::from_value(json).unwrap_or_default()
+}
+
+/// "fits" with `example.com/gpu: 1`, which the DeviceClass serves.
+fn pod_with_dra_backed_gpu(name: &str) -> PodInfo {
+    let json = serde_json::json!({
+        "metadata": {"name": name, "namespace": "bench", "uid": name, "labels": {"app": "bench"}},
+        "spec": {"schedulerName": "placer",
+                 "containers": [{"name": "c", "resources": {
+                     "requests": {"cpu": "100m", "example.com/gpu": "1"},
+                     "limits": {"example.com/gpu": "1"}}}]}
     });
     serde_json::from_value(json).unwrap_or_default()
 }
@@ -213,12 +229,19 @@ fn main() {
             ("fits", pod("incoming", 0, "100m")),
             ("fits, 2 WFFC claims", pod_with_claims("incoming")),
             ("fits, 1 DRA claim", pod_with_dra_claim("incoming")),
+            (
+                "fits, 1 DRA-backed gpu",
+                pod_with_dra_backed_gpu("incoming"),
+            ),
             ("preempts", pod("incoming", 1000, "4")),
         ] {
             // The case does what it says: a placement, or a nomination with victims.
             let outcome = schedule_one(&framework, &p, &mut c, Nominated::default(), &rotation);
             let as_expected = match (case, &outcome) {
-                ("fits" | "fits, 2 WFFC claims" | "fits, 1 DRA claim", Ok(_)) => true,
+                (
+                    "fits" | "fits, 2 WFFC claims" | "fits, 1 DRA claim" | "fits, 1 DRA-backed gpu",
+                    Ok(_),
+                ) => true,
                 ("preempts", Err(f)) => matches!(f.nominating(), Nominating::Nominate(_)),
                 _ => false,
             };

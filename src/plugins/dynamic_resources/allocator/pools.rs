@@ -5,6 +5,8 @@
 
 use std::collections::{HashMap, HashSet};
 
+use foldhash::fast::RandomState;
+
 use k8s_openapi::api::core::v1::NodeSelector;
 use k8s_openapi::api::resource::v1::{CounterSet, Device, ResourceSlice};
 
@@ -28,7 +30,7 @@ pub(super) struct Pool<'a> {
     /// allocated devices still consume the pool's shared counters.
     pub other_slices: Vec<&'a ResourceSlice>,
     /// The pool's shared counter sets by name.
-    pub counter_sets: HashMap<&'a str, &'a CounterSet>,
+    pub counter_sets: HashMap<&'a str, &'a CounterSet, RandomState>,
     /// The taints DeviceTaintRules add to the pool's devices, on top of
     /// those in its slices.
     pub rule_taints: PoolTaints<'a>,
@@ -43,7 +45,7 @@ impl<'a> Pool<'a> {
             invalid: !incomplete,
             slices: Vec::new(),
             other_slices: Vec::new(),
-            counter_sets: HashMap::new(),
+            counter_sets: HashMap::default(),
             rule_taints: PoolTaints::default(),
         }
     }
@@ -119,7 +121,9 @@ pub(super) fn gather<'a>(
     all: &'a [std::sync::Arc<ResourceSlice>],
     rules: &'a TaintRules,
 ) -> Result<Vec<Pool<'a>>, AllocatorError> {
-    let mut grouped: HashMap<(&'a str, &'a str), Vec<&'a ResourceSlice>> = HashMap::new();
+    // Runs per node and attempt: foldhash, not SipHash, for these small maps.
+    let mut grouped: HashMap<(&'a str, &'a str), Vec<&'a ResourceSlice>, RandomState> =
+        HashMap::default();
     for slice in for_node {
         let slice: &'a ResourceSlice = slice;
         if uses_compatibility_groups(slice) || !slice_applies(node, slice)? {
@@ -232,8 +236,7 @@ fn build<'a>(
     mut slices: Vec<&'a ResourceSlice>,
     whole: &[&'a ResourceSlice],
 ) -> Pool<'a> {
-    let slice_name = |s: &ResourceSlice| s.metadata.name.clone().unwrap_or_default();
-    slices.sort_by_key(|s| slice_name(s));
+    slices.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
     let mut pool = Pool::marked(driver, name, false);
     pool.invalid = false;
     let mut counter_slices = Vec::new();
@@ -244,12 +247,15 @@ fn build<'a>(
             pool.slices.push(s);
         }
     }
-    let targeting: HashSet<&str> = pool
-        .slices
-        .iter()
-        .chain(&counter_slices)
-        .filter_map(|s| s.metadata.name.as_deref())
-        .collect();
+    let targeting: HashSet<&str, RandomState> = if whole.is_empty() {
+        HashSet::default()
+    } else {
+        pool.slices
+            .iter()
+            .chain(&counter_slices)
+            .filter_map(|s| s.metadata.name.as_deref())
+            .collect()
+    };
     for s in whole {
         if targeting.contains(s.metadata.name.as_deref().unwrap_or_default()) {
             continue;
@@ -261,7 +267,7 @@ fn build<'a>(
         }
     }
 
-    let mut names = HashSet::new();
+    let mut names: HashSet<&str, RandomState> = HashSet::default();
     let duplicate = pool.devices().any(|(_, d)| !names.insert(d.name.as_str()));
     for set in counter_slices
         .iter()
