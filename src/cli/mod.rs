@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
+use crate::framework::parse_go_duration;
 use crate::ops::telemetry::LogFormat;
 use crate::state::Mode;
 
@@ -201,14 +202,14 @@ pub struct ServeArgs {
     pub leader_elect_resource_name: String,
     /// How long followers wait after the last observed renewal before taking
     /// the Lease (a Go duration, as kube-scheduler's flag: 15s, 1m30s, 500ms).
-    #[arg(long, default_value = "15s", value_parser = parse_duration)]
+    #[arg(long, default_value = "15s", value_parser = parse_go_duration)]
     pub leader_elect_lease_duration: Duration,
     /// How long the leader keeps trying to renew before it stops scheduling;
     /// shorter than the lease duration.
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = parse_go_duration)]
     pub leader_elect_renew_deadline: Duration,
     /// How often candidates try to take the Lease and the leader renews it.
-    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    #[arg(long, default_value = "2s", value_parser = parse_go_duration)]
     pub leader_elect_retry_period: Duration,
     /// Standalone: the first backoff of a pod that failed, in seconds; it
     /// doubles per attempt up to --pod-max-backoff-seconds
@@ -222,7 +223,7 @@ pub struct ServeArgs {
     /// Standalone: how long an unschedulable pod waits for an event that may
     /// help before it is tried again anyway (a Go duration, as
     /// kube-scheduler's flag).
-    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    #[arg(long, default_value = "5m", value_parser = parse_go_duration)]
     pub pod_max_in_unschedulable_pods_duration: Duration,
     /// Serve HTTPS with this certificate chain (PEM); reloaded when it changes.
     #[arg(long, requires = "tls_key_file")]
@@ -261,13 +262,13 @@ pub struct ServeArgs {
     )]
     pub authorization_always_allow_paths: Vec<String>,
     /// How long TokenReview answers are kept (a Go duration, e.g. 10s, 2m).
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = parse_go_duration)]
     pub authentication_token_webhook_cache_ttl: Duration,
     /// How long "allowed" SubjectAccessReview answers are kept.
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = parse_go_duration)]
     pub authorization_webhook_cache_authorized_ttl: Duration,
     /// How long "denied" SubjectAccessReview answers are kept.
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = parse_go_duration)]
     pub authorization_webhook_cache_unauthorized_ttl: Duration,
     /// Do not watch the policy file for changes.
     #[arg(long)]
@@ -343,46 +344,6 @@ fn parse_always_allow_path(value: &str) -> Result<String, String> {
     Ok(value.to_owned())
 }
 
-/// A Go duration as kube-scheduler's flags take them: decimal numbers with a
-/// unit each (`h`, `m`, `s`, `ms`, `us`, `ns`), summed: `15s`, `1m30s`, `1.5s`.
-fn parse_duration(value: &str) -> Result<Duration, String> {
-    const UNITS: [(&str, f64); 7] = [
-        ("ns", 1e-9),
-        ("us", 1e-6),
-        ("µs", 1e-6),
-        ("ms", 1e-3),
-        ("s", 1.0),
-        ("m", 60.0),
-        ("h", 3600.0),
-    ];
-    if value == "0" {
-        return Ok(Duration::ZERO);
-    }
-    let bad = || format!("{value:?} is not a duration such as 15s, 1m30s or 500ms");
-    let mut rest = value;
-    let mut seconds = 0.0_f64;
-    if rest.is_empty() {
-        return Err(bad());
-    }
-    while !rest.is_empty() {
-        let number_len = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .ok_or_else(bad)?;
-        let number: f64 = rest[..number_len].parse().map_err(|_| bad())?;
-        rest = &rest[number_len..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let (_, scale) = UNITS
-            .iter()
-            .find(|(u, _)| *u == &rest[..unit_len])
-            .ok_or_else(bad)?;
-        seconds += number * scale;
-        rest = &rest[unit_len..];
-    }
-    Duration::try_from_secs_f64(seconds).map_err(|_| bad())
-}
-
 /// Options of `placer score`.
 #[derive(Debug, clap::Args)]
 pub struct ScoreArgs {
@@ -442,10 +403,10 @@ mod tests {
             ("1h", ms(3_600_000)),
             ("0s", ms(0)),
         ] {
-            assert_eq!(parse_duration(given), Ok(expected), "{given}");
+            assert_eq!(parse_go_duration(given), Ok(expected), "{given}");
         }
         for bad in ["", "15", "s", "15x", "-1s", "1.2.3s", "15 s"] {
-            assert!(parse_duration(bad).is_err(), "{bad} accepted");
+            assert!(parse_go_duration(bad).is_err(), "{bad} accepted");
         }
     }
 
@@ -500,10 +461,10 @@ mod tests {
             ("1.5s", 1, 500),
         ] {
             let expected = Duration::from_secs(secs) + Duration::from_millis(millis);
-            assert_eq!(parse_duration(given), Ok(expected), "{given}");
+            assert_eq!(parse_go_duration(given), Ok(expected), "{given}");
         }
         for bad in ["", "10", "s", "10x", "-1s", "10 s"] {
-            assert!(parse_duration(bad).is_err(), "{bad} accepted");
+            assert!(parse_go_duration(bad).is_err(), "{bad} accepted");
         }
     }
 

@@ -39,4 +39,4 @@ pub use runner::{
     QueueSort, ScoreTable, WeightedPlugin,
 };
 pub use status::{Code, Reason, Status};
-pub use waiting::{MAX_PERMIT_WAIT, WaitingPod, WaitingPods, go_duration};
+pub use waiting::{MAX_PERMIT_WAIT, WaitingPod, WaitingPods, go_duration, parse_go_duration};

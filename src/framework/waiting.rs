@@ -182,6 +182,46 @@ impl WaitingPod {
     }
 }
 
+/// A Go duration as kube-scheduler's flags and plugin args take them: decimal numbers with a
+/// unit each (`h`, `m`, `s`, `ms`, `us`, `ns`), summed: `15s`, `1m30s`, `1.5s`.
+pub fn parse_go_duration(value: &str) -> Result<Duration, String> {
+    const UNITS: [(&str, f64); 7] = [
+        ("ns", 1e-9),
+        ("us", 1e-6),
+        ("µs", 1e-6),
+        ("ms", 1e-3),
+        ("s", 1.0),
+        ("m", 60.0),
+        ("h", 3600.0),
+    ];
+    if value == "0" {
+        return Ok(Duration::ZERO);
+    }
+    let bad = || format!("{value:?} is not a duration such as 15s, 1m30s or 500ms");
+    let mut rest = value;
+    let mut seconds = 0.0_f64;
+    if rest.is_empty() {
+        return Err(bad());
+    }
+    while !rest.is_empty() {
+        let number_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(bad)?;
+        let number: f64 = rest[..number_len].parse().map_err(|_| bad())?;
+        rest = &rest[number_len..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let (_, scale) = UNITS
+            .iter()
+            .find(|(u, _)| *u == &rest[..unit_len])
+            .ok_or_else(bad)?;
+        seconds += number * scale;
+        rest = &rest[unit_len..];
+    }
+    Duration::try_from_secs_f64(seconds).map_err(|_| bad())
+}
+
 /// `d` as Go's `time.Duration.String` writes it ("10s", "1m30s", "1.5s",
 /// "250ms"), the form kube-scheduler's messages carry.
 pub fn go_duration(d: Duration) -> String {

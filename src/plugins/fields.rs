@@ -131,3 +131,35 @@ mod tests {
         assert!(e.to_string().contains("non-empty"), "{e}");
     }
 }
+
+/// A `metav1.Duration` in plugin args ("600s", "10m", "1m30s"), parsed as
+/// kube-scheduler parses it; written back in Go's form.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GoDuration(std::time::Duration);
+
+impl GoDuration {
+    /// A known duration (defaults).
+    pub const fn from_secs(secs: u64) -> Self {
+        GoDuration(std::time::Duration::from_secs(secs))
+    }
+
+    /// The duration.
+    pub fn get(self) -> std::time::Duration {
+        self.0
+    }
+}
+
+impl Serialize for GoDuration {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&crate::framework::go_duration(self.0))
+    }
+}
+
+impl<'de> Deserialize<'de> for GoDuration {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        crate::framework::parse_go_duration(&s)
+            .map(GoDuration)
+            .map_err(de::Error::custom)
+    }
+}

@@ -9,6 +9,9 @@
 //! claim after a conflict as Go's `retry.RetryOnConflict` does. What it
 //! wrote stands for the claim until the watch shows it (the assume cache).
 //!
+//! When an allocated device has binding conditions, PreBind then waits
+//! for its driver ([`super::binding_conditions`]).
+//!
 //! The claim for a pod's extended resources ([`super::extended`]) is in
 //! flight under a per-pod key from Reserve; PreBind creates it, moves it to
 //! the created name, writes it as any other, and records the mapping in
@@ -27,6 +30,7 @@ use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use kube::{Api, Client};
 
+use super::binding_conditions::{has_binding_conditions, wait_until_ready};
 use super::extended::{ExtendedChoice, IN_MEMORY_NAME};
 use super::filter::{DraCycle, devices_of};
 use super::{DynamicResources, InFlight, kobj};
@@ -311,6 +315,22 @@ impl PreBindPlugin for DynamicResources {
                 && let Err(e) = self.bind_extended(client, cycle, extended, pod).await
             {
                 return Status::error(e);
+            }
+            // The claims as they stand now: written here, or reserved before.
+            let claims: Vec<Arc<ResourceClaim>> = {
+                let written = cycle.written.lock();
+                let own = cycle.claims.iter().enumerate();
+                own.map(|(i, c)| written.get(&i).unwrap_or(c).clone())
+                    .chain(cycle.created.lock().clone())
+                    .collect()
+            };
+            if claims.iter().any(|c| has_binding_conditions(c)) {
+                let names: Vec<String> =
+                    claims.iter().filter_map(|c| c.metadata.name.clone()).collect();
+                let api: Api<ResourceClaim> = Api::namespaced(client.clone(), &pod.namespace);
+                if let Err(e) = wait_until_ready(&api, &names, self.binding_timeout).await {
+                    return Status::error(e);
+                }
             }
             Status::success()
         })

@@ -16,6 +16,7 @@ use parking_lot::Mutex;
 
 use super::allocator::{AllocatedDevices, Allocator, AllocatorError, DeviceId};
 use super::bind::{deallocate, delete_claim};
+use super::binding_conditions;
 use super::extended::{ExtendedChoice, ExtendedCycle};
 use super::{
     DynamicResources, ERR_CANNOT_ALLOCATE, ERR_NOT_AVAILABLE, InFlight, allocated_in_cache, kobj,
@@ -44,6 +45,9 @@ pub(super) struct DraCycle {
     available_on: Vec<Option<RequiredNodeAffinity>>,
     /// Indexes into `claims` of the claims to allocate, in order.
     pub(super) to_allocate: Vec<usize>,
+    /// Indexes of allocated claims whose devices failed to bind or took
+    /// too long ([`super::binding_conditions::stuck`]): no node can use them.
+    stuck: Vec<usize>,
     allocator: Option<Allocator>,
     /// The pod's extended resources a DeviceClass serves, if it requests any.
     pub(super) extended: Option<ExtendedCycle>,
@@ -82,6 +86,7 @@ impl DraCycle {
     ) -> Self {
         DraCycle {
             available_on: vec![None; claims.len()],
+            stuck: Vec::new(),
             claims,
             to_allocate,
             allocator: None,
@@ -177,6 +182,7 @@ impl PreFilterPlugin for DynamicResources {
         let (written, in_flight) = self.settle_in_flight(cluster);
         let mut available_on = Vec::with_capacity(claims.len());
         let mut to_allocate = Vec::new();
+        let mut stuck = Vec::new();
         for (i, claim) in claims.iter_mut().enumerate() {
             let key = kobj(claim);
             if let Some(w) = written.get(&key)
@@ -194,6 +200,9 @@ impl PreFilterPlugin for DynamicResources {
                         },
                     };
                     available_on.push(selector);
+                    if binding_conditions::stuck(claim, self.binding_timeout) {
+                        stuck.push(i);
+                    }
                 }
                 None => {
                     if self.in_flight.lock().contains_key(&key) {
@@ -231,6 +240,7 @@ impl PreFilterPlugin for DynamicResources {
             claims,
             available_on,
             to_allocate,
+            stuck,
             allocator,
             extended,
             allocated,
@@ -379,7 +389,9 @@ impl FilterPlugin for DynamicResources {
             .available_on
             .iter()
             .enumerate()
-            .filter(|(_, s)| s.as_ref().is_some_and(|s| !s.matches(node)))
+            .filter(|(i, s)| {
+                s.as_ref().is_some_and(|s| !s.matches(node)) || cycle.stuck.contains(i)
+            })
             .map(|(i, _)| i)
             .collect();
         let own = cycle.to_allocate.len();

@@ -27,6 +27,10 @@
 //!   pod gets them; PreBind writes `status.allocation` and adds the pod to
 //!   `status.reservedFor` (a shared claim already allocated: only the
 //!   latter); Unreserve after a failed bind takes the pod out again.
+//! - Binding conditions ([`binding_conditions`]): PreBind waits until the
+//!   devices' drivers report them ready; a claim whose devices failed to
+//!   bind, or took longer than `bindingTimeout`, is unusable on every node
+//!   and PostFilter deallocates it.
 //! - Extended resources backed by DRA ([`extended`]): a container's
 //!   `example.com/gpu: 1` on a node without it in its allocatable becomes a
 //!   device request of a claim the scheduler creates for the pod in PreBind
@@ -34,6 +38,7 @@
 
 pub mod allocator;
 mod bind;
+mod binding_conditions;
 mod extended;
 mod filter;
 mod hint;
@@ -53,6 +58,7 @@ use crate::framework::queueing::{ActionType, Change, EventResource, QueueingHint
 use crate::framework::{EnqueueExtensions, EventHint, PreEnqueuePlugin, Status};
 use crate::objects::PodInfo;
 use crate::objects::pod::ClaimRef;
+use crate::plugins::fields::GoDuration;
 use allocator::DeviceId;
 pub use extended::{ERR_CANNOT_FIT, ERR_STALE};
 pub use hint::unsatisfiable_requests;
@@ -65,18 +71,37 @@ pub const ERR_NOT_AVAILABLE: &str = "resourceclaim not available on the node";
 /// Filter reason: the allocator found no devices on the node.
 pub const ERR_CANNOT_ALLOCATE: &str = "cannot allocate all claims";
 
-/// DynamicResources' args. kube-scheduler's `filterTimeout` and
-/// `bindingTimeout` are accepted for compatibility; placer's allocator has
-/// no timeout.
+/// DynamicResources' args, kube-scheduler's: `filterTimeout` is accepted
+/// and ignored (placer's allocator has no timeout); `bindingTimeout` (at
+/// least a second, default 10 minutes) bounds PreBind's wait for devices'
+/// binding conditions ([`bind`]).
 #[derive(Debug, Clone, PartialEq, Default, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct DynamicResourcesArgs {
     /// kube-scheduler's Filter timeout (ignored).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub filter_timeout: Option<String>,
-    /// kube-scheduler's binding-conditions timeout (ignored).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub binding_timeout: Option<String>,
+    pub filter_timeout: Option<GoDuration>,
+    /// How long PreBind waits for binding conditions.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "at_least_a_second"
+    )]
+    pub binding_timeout: Option<GoDuration>,
+}
+
+/// kube-scheduler's `DynamicResourcesBindingTimeoutDefault`.
+const BINDING_TIMEOUT_DEFAULT: GoDuration = GoDuration::from_secs(600);
+
+/// `bindingTimeout` as `ValidateDynamicResourcesArgs` takes it.
+fn at_least_a_second<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<GoDuration>, D::Error> {
+    let timeout = GoDuration::deserialize(d)?;
+    if timeout.get() < std::time::Duration::from_secs(1) {
+        return Err(serde::de::Error::custom("bindingTimeout: must be at least 1 second"));
+    }
+    Ok(Some(timeout))
 }
 
 impl crate::plugins::CacheNeeds for DynamicResourcesArgs {
@@ -106,15 +131,25 @@ struct InFlight {
 type InFlightTable = Arc<Mutex<HashMap<String, InFlight>>>;
 
 /// The plugin.
-#[derive(Default)]
 pub struct DynamicResources {
     in_flight: InFlightTable,
+    /// How long PreBind waits for devices' binding conditions.
+    binding_timeout: std::time::Duration,
+}
+
+impl Default for DynamicResources {
+    fn default() -> Self {
+        DynamicResources::new(&DynamicResourcesArgs::default())
+    }
 }
 
 impl DynamicResources {
     /// Builds the plugin.
-    pub fn new(_: &DynamicResourcesArgs) -> Self {
-        DynamicResources::default()
+    pub fn new(args: &DynamicResourcesArgs) -> Self {
+        DynamicResources {
+            in_flight: InFlightTable::default(),
+            binding_timeout: args.binding_timeout.unwrap_or(BINDING_TIMEOUT_DEFAULT).get(),
+        }
     }
 }
 

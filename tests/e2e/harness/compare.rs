@@ -304,3 +304,14 @@ impl Default for KubeSchedulerYaml {
         Self::new()
     }
 }
+
+/// Asserts that placer's and kube-scheduler's FailedScheduling texts (`texts`, in
+/// [`SideBySide::copies`] order) are the same, byte for byte, and name `reason`; prints both.
+pub fn assert_same_failure(texts: &[String], reason: &str) {
+    let [placer, kube] = texts else {
+        panic!("expected one text per scheduler, got {texts:?}");
+    };
+    eprintln!("placer: {placer}\nkube-scheduler: {kube}");
+    assert_eq!(placer, kube);
+    assert!(placer.contains(reason), "{placer}");
+}

@@ -14,14 +14,18 @@ use k8s_openapi::api::resource::v1::{
 
 use super::volume_compare::{COPY, copy_nodes};
 use super::*;
-use crate::harness::compare::{SideBySide, comparable_plugins};
+use crate::harness::compare::{SideBySide, assert_same_failure, comparable_plugins};
 use crate::harness::controller_manager::ControllerManager;
 
 /// The test driver's name.
 pub(super) const DRIVER: &str = "gpu.placer.test";
 
 /// A DeviceClass `name` of the test driver's devices, with an optional extra CEL selector.
-async fn device_class(env: &TestEnv, name: &str, selector: Option<&str>) -> anyhow::Result<()> {
+pub(super) async fn device_class(
+    env: &TestEnv,
+    name: &str,
+    selector: Option<&str>,
+) -> anyhow::Result<()> {
     device_class_serving(env, name, selector, None).await
 }
 
@@ -81,7 +85,7 @@ pub(super) async fn publish(
 
 /// A claim template (or, `shared`, a claim) `name` asking for `count` devices of `class`,
 /// with a `matchAttribute` constraint on `numa` when `same_numa`.
-async fn claim_spec(
+pub(super) async fn claim_spec(
     env: &TestEnv,
     name: &str,
     class: &str,
@@ -221,13 +225,7 @@ async fn one_gpu_per_pod_until_they_run_out_matches_kube_scheduler() -> anyhow::
         let event = env.wait_pod_event(&name, "FailedScheduling").await?;
         texts.push(event.message.unwrap_or_default());
     }
-    eprintln!("placer: {}\nkube-scheduler: {}", texts[0], texts[1]);
-    assert_eq!(texts[0], texts[1]);
-    assert!(
-        texts[0].contains("cannot allocate all claims"),
-        "{}",
-        texts[0]
-    );
+    assert_same_failure(&texts, "cannot allocate all claims");
     allocations(&env).await?;
     Ok(())
 }
@@ -289,13 +287,7 @@ async fn device_taint_rules_keep_pods_off_tainted_devices_as_kube_scheduler_does
         let event = env.wait_pod_event(&second, "FailedScheduling").await?;
         texts.push(event.message.unwrap_or_default());
     }
-    eprintln!("placer: {}\nkube-scheduler: {}", texts[0], texts[1]);
-    assert_eq!(texts[0], texts[1]);
-    assert!(
-        texts[0].contains("cannot allocate all claims"),
-        "{}",
-        texts[0]
-    );
+    assert_same_failure(&texts, "cannot allocate all claims");
 
     // One copy at a time, so that nothing but the rule's deletion (no claim written for the
     // other scheduler's pods) can send the pending pod back to its scheduler's queue.
@@ -536,12 +528,6 @@ async fn a_claim_allocated_where_the_pod_cannot_go_is_deallocated() -> anyhow::R
             "{scheduler}: {claim} holds {allocated:?}"
         );
     }
-    eprintln!("placer: {}\nkube-scheduler: {}", texts[0], texts[1]);
-    assert_eq!(texts[0], texts[1]);
-    assert!(
-        texts[0].contains("deallocation of ResourceClaim completed"),
-        "{}",
-        texts[0]
-    );
+    assert_same_failure(&texts, "deallocation of ResourceClaim completed");
     Ok(())
 }

@@ -30,6 +30,7 @@ use crate::harness::{
 mod added_affinity;
 mod bind_failure;
 mod dra;
+mod dra_binding;
 mod dra_extended;
 mod hints;
 mod leader;
