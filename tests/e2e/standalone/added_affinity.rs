@@ -5,7 +5,7 @@
 
 use super::volume_compare::COPY;
 use super::*;
-use crate::harness::compare::{ProfilePlugin, SideBySide, comparable_plugins};
+use crate::harness::compare::{ProfilePlugin, SideBySide, assert_same_failure, comparable_plugins};
 
 /// Node label the profile's required `addedAffinity` asks for (`In [batch]`).
 const POOL: &str = "e2e.placer.io/pool";
@@ -84,12 +84,9 @@ async fn added_affinity_matches_kube_scheduler() -> anyhow::Result<()> {
         let event = env.wait_pod_event(&web, "FailedScheduling").await?;
         texts.push(event.message.unwrap_or_default());
     }
-    eprintln!("placer: {}\nkube-scheduler: {}", texts[0], texts[1]);
-    assert_eq!(texts[0], texts[1]);
-    assert!(
-        texts[0].contains("node(s) didn't match scheduler-enforced node affinity"),
-        "{}",
-        texts[0]
+    assert_same_failure(
+        &texts,
+        "node(s) didn't match scheduler-enforced node affinity",
     );
     Ok(())
 }
