@@ -23,6 +23,7 @@
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
 
 use super::*;
+use crate::harness::node_allocation;
 
 /// Salt of the device draws' stream.
 const STREAM: u64 = 0xd1a5_0de7_1ce5_0000;
@@ -252,22 +253,14 @@ impl Devices {
     /// Allocates each taken device to its claim (as a scheduler before would have), through the
     /// status subresource: the claims must exist.
     pub(super) async fn allocate_taken(&self, env: &TestEnv, side: &Side) -> anyhow::Result<()> {
-        let api = Api::<ResourceClaim>::namespaced(env.client().clone(), env.namespace());
         for (i, _) in self.taken.iter().enumerate().filter(|(_, t)| **t) {
             let name = format!("{}-taken-{i}", side.tag);
             let node = format!("{}-{i}", side.node_stem);
-            let mut claim = api.get(&name).await?;
-            claim.status = Some(serde_json::from_value(json!({ "allocation": {
-                "devices": { "results": [
-                    { "request": "dev", "driver": DRIVER, "pool": node, "device": "dev-0" },
-                ] },
-                "nodeSelector": { "nodeSelectorTerms": [{ "matchFields": [
-                    { "key": "metadata.name", "operator": "In", "values": [node] },
-                ] }] },
-            } }))?);
-            api.replace_status(&name, &PostParams::default(), &claim)
-                .await
-                .with_context(|| format!("allocate {name} on {node}"))?;
+            env.edit_claim_status(&name, &format!("allocate {name} on {node}"), |status| {
+                status.allocation = Some(node_allocation("dev", DRIVER, &node, "dev-0")?);
+                Ok(())
+            })
+            .await?;
         }
         Ok(())
     }

@@ -354,3 +354,21 @@ impl TestEnv {
         Ok(())
     }
 }
+
+/// An allocation of `driver`'s `device` in pool `node` (pools are named after their node) to
+/// request `request`, usable on `node` only.
+pub fn node_allocation(
+    request: &str,
+    driver: &str,
+    node: &str,
+    device: &str,
+) -> anyhow::Result<k8s_openapi::api::resource::v1::AllocationResult> {
+    Ok(serde_json::from_value(json!({
+        "devices": { "results": [
+            { "request": request, "driver": driver, "pool": node, "device": device },
+        ] },
+        "nodeSelector": { "nodeSelectorTerms": [{ "matchFields": [
+            { "key": "metadata.name", "operator": "In", "values": [node] },
+        ] }] },
+    }))?)
+}

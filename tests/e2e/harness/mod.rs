@@ -53,7 +53,7 @@ mod wait;
 mod workdir;
 
 pub use env::{RUN_LABEL, TestEnv};
-pub use fixtures::{NodeBuilder, PodBuilder};
+pub use fixtures::{NodeBuilder, PodBuilder, node_allocation};
 pub use placer::{Placer, placer_cli};
 pub use policy::Policy;
 pub use probe::{Caller, http_get};

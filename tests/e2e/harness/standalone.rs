@@ -19,6 +19,7 @@ use k8s_openapi::api::authentication::v1::TokenRequest;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Event, Pod, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceClaimStatus};
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
@@ -365,6 +366,30 @@ impl TestEnv {
             },
         )
         .await
+    }
+
+    /// Edits the status of ResourceClaim `name` in the test's namespace, as a DRA driver (or a
+    /// scheduler before) writes it; `what` names the write in errors.
+    pub async fn edit_claim_status(
+        &self,
+        name: &str,
+        what: &str,
+        edit: impl FnOnce(&mut ResourceClaimStatus) -> anyhow::Result<()>,
+    ) -> anyhow::Result<()> {
+        let api = Api::<ResourceClaim>::namespaced(self.client().clone(), self.namespace());
+        let mut claim = api
+            .get(name)
+            .await
+            .with_context(|| format!("{what}: get {name}"))?;
+        edit(
+            claim
+                .status
+                .get_or_insert_with(ResourceClaimStatus::default),
+        )?;
+        api.replace_status(name, &PostParams::default(), &claim)
+            .await
+            .with_context(|| what.to_owned())?;
+        Ok(())
     }
 
     /// The `holderIdentity` of Lease `name` in the test's namespace (`None`: absent or released).

@@ -16,6 +16,7 @@ use super::volume_compare::{COPY, copy_nodes};
 use super::*;
 use crate::harness::compare::{SideBySide, assert_same_failure, comparable_plugins};
 use crate::harness::controller_manager::ControllerManager;
+use crate::harness::node_allocation;
 
 /// The test driver's name.
 pub(super) const DRIVER: &str = "gpu.placer.test";
@@ -467,20 +468,11 @@ async fn pods_racing_for_few_devices_get_one_each() -> anyhow::Result<()> {
 /// a scheduler since gone) and held by no pod.
 async fn stale_claim(env: &TestEnv, name: &str, node: &str) -> anyhow::Result<()> {
     claim_spec(env, name, "gpu", 1, false, true).await?;
-    let api = Api::<ResourceClaim>::namespaced(env.client().clone(), env.namespace());
-    let mut claim = api.get(name).await?;
-    claim.status = Some(serde_json::from_value(json!({ "allocation": {
-        "devices": { "results": [
-            { "request": "gpu", "driver": DRIVER, "pool": node, "device": "gpu-0" },
-        ] },
-        "nodeSelector": { "nodeSelectorTerms": [{ "matchFields": [
-            { "key": "metadata.name", "operator": "In", "values": [node] },
-        ] }] },
-    } }))?);
-    api.replace_status(name, &PostParams::default(), &claim)
-        .await
-        .with_context(|| format!("allocate {name} on {node}"))?;
-    Ok(())
+    env.edit_claim_status(name, &format!("allocate {name} on {node}"), |status| {
+        status.allocation = Some(node_allocation("gpu", DRIVER, node, "gpu-0")?);
+        Ok(())
+    })
+    .await
 }
 
 /// A claim allocated for a node the pod cannot use (a taint it does not tolerate), held by no

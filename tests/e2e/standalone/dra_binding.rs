@@ -3,7 +3,7 @@
 //! kube-scheduler, each on its own node, claim and device, allocate the device, then wait in
 //! PreBind; the pod binds only once the driver reports the device attached.
 
-use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceSlice};
+use k8s_openapi::api::resource::v1::ResourceSlice;
 
 use super::dra::{DRIVER, allocations, claim_spec, device_class};
 use super::volume_compare::{COPY, copy_nodes};
@@ -31,20 +31,20 @@ async fn publish_attachable(env: &TestEnv, node: &str) -> anyhow::Result<()> {
 
 /// The driver reports `node`'s device of claim `name` attached.
 async fn attach(env: &TestEnv, name: &str, node: &str) -> anyhow::Result<()> {
-    let api = Api::<ResourceClaim>::namespaced(env.client().clone(), env.namespace());
-    let mut claim = api.get(name).await?;
     let now = k8s_openapi::jiff::Timestamp::now().to_string();
-    if let Some(status) = claim.status.as_mut() {
-        status.devices = Some(serde_json::from_value(json!([{
-            "driver": DRIVER, "pool": node, "device": "gpu-0",
-            "conditions": [{ "type": "Attached", "status": "True", "reason": "Attached",
-                "message": "attached by the test driver", "lastTransitionTime": now }],
-        }]))?);
-    }
-    api.replace_status(name, &PostParams::default(), &claim)
-        .await
-        .with_context(|| format!("report {name}'s device attached"))?;
-    Ok(())
+    env.edit_claim_status(
+        name,
+        &format!("report {name}'s device attached"),
+        |status| {
+            status.devices = Some(serde_json::from_value(json!([{
+                "driver": DRIVER, "pool": node, "device": "gpu-0",
+                "conditions": [{ "type": "Attached", "status": "True", "reason": "Attached",
+                    "message": "attached by the test driver", "lastTransitionTime": now }],
+            }]))?);
+            Ok(())
+        },
+    )
+    .await
 }
 
 #[tokio::test]
