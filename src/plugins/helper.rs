@@ -1,12 +1,14 @@
 //! Helpers several plugins share, as kube-scheduler's
 //! `pkg/scheduler/framework/plugins/helper` and
 //! `k8s.io/component-helpers/scheduling/corev1` are shared: score
-//! normalization and toleration matching. Plugins never call each other;
-//! they call these.
+//! normalization, toleration matching and resource name classes. Plugins
+//! never call each other; they call these.
 
 use k8s_openapi::api::core::v1::{Taint, Toleration};
 
 use crate::framework::{MAX_NODE_SCORE, NodeScore};
+use crate::objects::pod::DEVICE_CLASS_PREFIX;
+use crate::plugins::validation::is_qualified_name;
 
 /// The `TaintTolerationComparisonOperators` feature gate: `Lt`/`Gt`
 /// tolerations. Alpha since v1.35 and off by default in v1.37, so such a
@@ -114,5 +116,42 @@ pub fn default_normalize_score(scores: &mut [NodeScore], reverse: bool) {
     for s in scores {
         let v = MAX_NODE_SCORE * s.score / max;
         s.score = if reverse { MAX_NODE_SCORE - v } else { v };
+    }
+}
+
+/// `v1helper.IsExtendedResourceName`: outside the `kubernetes.io` domain,
+/// not a quota name, and valid once prefixed with `requests.`.
+pub fn is_extended_resource_name(name: &str) -> bool {
+    let native = !name.contains('/') || name.contains("kubernetes.io/");
+    !native && !name.starts_with("requests.") && is_qualified_name(&format!("requests.{name}"))
+}
+
+/// kube-scheduler's `IsDRAExtendedResourceName`: an extended resource name
+/// or a DeviceClass's implicit name (`deviceclass.resource.kubernetes.io/<class>`),
+/// which a DeviceClass may serve (DRAExtendedResource).
+pub fn is_dra_extended_resource_name(name: &str) -> bool {
+    name.starts_with(DEVICE_CLASS_PREFIX) || is_extended_resource_name(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `IsDRAExtendedResourceName`: extended resource names and the
+    /// implicit class names, not native or quota names.
+    #[test]
+    fn dra_extended_names_are_extended_names_and_implicit_class_names() {
+        assert!(is_dra_extended_resource_name("example.com/gpu"));
+        assert!(is_dra_extended_resource_name(
+            "deviceclass.resource.kubernetes.io/gpu"
+        ));
+        for name in [
+            "cpu",
+            "hugepages-2Mi",
+            "kubernetes.io/batch",
+            "requests.example.com/gpu",
+        ] {
+            assert!(!is_dra_extended_resource_name(name), "{name}");
+        }
     }
 }

@@ -6,7 +6,10 @@
 //! then turns each container's request into a device request named after
 //! the container's index and the resource's position among the container's
 //! request names (`container-<i>-request-<j>`), which is why the positions
-//! are kept here, computed once when the pod is decoded.
+//! are kept here, computed once when the pod is decoded: for every resource
+//! with a domain in its name. Which of them a class serves is the plugins'
+//! question (`plugins::helper::is_dra_extended_resource_name`, then the
+//! cluster's classes).
 
 use super::ContainerView;
 use super::requests::PodResources;
@@ -16,18 +19,8 @@ use crate::objects::resources::RequestList;
 /// (`resourceapi.ResourceDeviceClassPrefix`).
 pub const DEVICE_CLASS_PREFIX: &str = "deviceclass.resource.kubernetes.io/";
 
-/// kube-scheduler's `IsDRAExtendedResourceName`: an extended resource name
-/// (a domain outside `kubernetes.io`, `v1helper.IsExtendedResourceName`) or
-/// a DeviceClass's implicit name. API validation has already checked the
-/// name's syntax.
-pub fn is_dra_extended_resource(name: &str) -> bool {
-    name.starts_with(DEVICE_CLASS_PREFIX)
-        || (name.contains('/')
-            && !name.contains("kubernetes.io/")
-            && !name.starts_with("requests."))
-}
-
-/// One container's non-zero requests of such resources.
+/// One container's non-zero requests of resources with a domain in their
+/// name (every extended resource a class may serve among them).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ContainerExtendedRequests {
     /// The container's index among the init containers followed by the
@@ -78,8 +71,8 @@ pub(super) fn extended_requests(
         .collect()
 }
 
-/// The extended requests in one container's request list, with their
-/// positions among the list's sorted names.
+/// The non-zero requests of resources with a domain in one container's
+/// request list, with their positions among the list's sorted names.
 fn requests_of(list: &RequestList) -> Vec<ExtendedRequest> {
     let named = [
         ("cpu", list.has_cpu),
@@ -90,7 +83,7 @@ fn requests_of(list: &RequestList) -> Vec<ExtendedRequest> {
         .scalar
         .iter()
         .enumerate()
-        .filter(|(_, (name, count))| **count != 0 && is_dra_extended_resource(name))
+        .filter(|(_, (name, count))| **count != 0 && name.contains('/'))
         .map(|(nth, (name, count))| {
             // The scalar map is sorted as Go's `slices.Sort` sorts strings
             // (bytes); the three named resources fall in between.
@@ -110,18 +103,6 @@ fn requests_of(list: &RequestList) -> Vec<ExtendedRequest> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn extended_names_are_those_outside_kubernetes_io_and_implicit_class_names() {
-        assert!(is_dra_extended_resource("example.com/gpu"));
-        assert!(is_dra_extended_resource(
-            "deviceclass.resource.kubernetes.io/gpu"
-        ));
-        assert!(!is_dra_extended_resource("cpu"));
-        assert!(!is_dra_extended_resource("hugepages-2Mi"));
-        assert!(!is_dra_extended_resource("kubernetes.io/batch"));
-        assert!(!is_dra_extended_resource("requests.example.com/gpu"));
-    }
 
     #[test]
     fn positions_count_every_request_name_sorted() {

@@ -21,9 +21,7 @@ mod tests;
 mod volumes;
 mod wire;
 
-pub use extended::{
-    ContainerExtendedRequests, DEVICE_CLASS_PREFIX, ExtendedRequest, is_dra_extended_resource,
-};
+pub use extended::{ContainerExtendedRequests, DEVICE_CLASS_PREFIX, ExtendedRequest};
 pub use volumes::InlineDisk;
 
 use std::collections::BTreeMap;

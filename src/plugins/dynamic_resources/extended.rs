@@ -33,8 +33,9 @@ use super::allocator::{Allocator, AllocatorError};
 use super::owned_by;
 use crate::cache::ClusterState;
 use crate::framework::Status;
-use crate::objects::pod::{ContainerExtendedRequests, is_dra_extended_resource};
+use crate::objects::pod::ContainerExtendedRequests;
 use crate::objects::{NodeInfo, PodInfo};
+use crate::plugins::helper::is_dra_extended_resource_name;
 
 /// The name the pod's claim has until PreBind creates it (not a valid
 /// object name, so it never meets a real claim).
@@ -101,7 +102,7 @@ impl ExtendedCycle {
             .requests
             .scalar
             .iter()
-            .filter(|&(name, &q)| q != 0 && is_dra_extended_resource(name))
+            .filter(|&(name, &q)| q != 0 && is_dra_extended_resource_name(name))
             .map(|(name, _)| Requested {
                 name: name.clone(),
                 class: dra

@@ -27,7 +27,7 @@ use crate::framework::queueing::{ActionType, Change, EventResource, QueueingHint
 use crate::framework::{
     CycleState, EnqueueExtensions, EventHint, FilterPlugin, PreFilterPlugin, queue_if,
 };
-use crate::objects::pod::is_dra_extended_resource;
+use crate::plugins::helper::is_dra_extended_resource_name;
 use crate::objects::{NodeInfo, PodInfo, Resources};
 
 /// A cluster without pods: a node's own size, as kube-scheduler's `isFit`
@@ -68,7 +68,7 @@ impl EnqueueExtensions for NodeResourcesFit {
                             .requests
                             .scalar
                             .iter()
-                            .any(|(name, &q)| q > 0 && is_dra_extended_resource(name)),
+                            .any(|(name, &q)| q > 0 && is_dra_extended_resource_name(name)),
                     )
                 },
             ),

@@ -53,9 +53,9 @@ pub use args::{
 };
 pub(crate) use args::{MAX_CUSTOM_PRIORITY_SCORE, validate_shape};
 pub(crate) use strategy::broken_linear;
+use crate::plugins::helper::is_extended_resource_name;
 use strategy::{
-    ScoredResource, is_extended_resource_name, is_scalar_resource_name, least_requested_score,
-    most_requested_score,
+    ScoredResource, is_scalar_resource_name, least_requested_score, most_requested_score,
 };
 
 /// Plugin name in the policy.

@@ -5,14 +5,7 @@ use crate::cache::NodeUsage;
 use crate::framework::MAX_NODE_SCORE;
 use crate::objects::pod::PodSpecInfo;
 use crate::objects::{NodeInfo, Resources};
-use crate::plugins::validation::is_qualified_name;
-
-/// `v1helper.IsExtendedResourceName`: outside the `kubernetes.io` domain,
-/// not a quota name, and valid once prefixed with `requests.`.
-pub(super) fn is_extended_resource_name(name: &str) -> bool {
-    let native = !name.contains('/') || name.contains("kubernetes.io/");
-    !native && !name.starts_with("requests.") && is_qualified_name(&format!("requests.{name}"))
-}
+use crate::plugins::helper::is_extended_resource_name;
 
 /// `schedutil.IsScalarResourceName`: the resources kube-scheduler tracks
 /// besides cpu, memory, ephemeral storage and pods.
