@@ -117,15 +117,9 @@ pub(super) fn devices_of(allocation: &AllocationResult) -> Vec<DeviceId> {
         .collect()
 }
 
-impl DraCycle {
-    /// The pod's claims to allocate (an extended-resource variant's
-    /// allocator allocates them too).
-    fn unallocated(&self) -> Vec<ResourceClaim> {
-        self.to_allocate
-            .iter()
-            .map(|&i| (*self.claims[i]).clone())
-            .collect()
-    }
+/// Copies of the claims at `to_allocate`: what an allocator is built from.
+fn unallocated(claims: &[Arc<ResourceClaim>], to_allocate: &[usize]) -> Vec<ResourceClaim> {
+    to_allocate.iter().map(|&i| (*claims[i]).clone()).collect()
 }
 
 impl DynamicResources {
@@ -223,9 +217,7 @@ impl PreFilterPlugin for DynamicResources {
         } else {
             let dra = cluster.dra();
             let class_of = |name: &str| dra.class(name);
-            let unallocated: Vec<ResourceClaim> =
-                to_allocate.iter().map(|&i| (*claims[i]).clone()).collect();
-            match Allocator::new(unallocated, &class_of) {
+            match Allocator::new(unallocated(&claims, &to_allocate), &class_of) {
                 Ok(a) => Some(a),
                 Err(AllocatorError::OnNode(e)) => return Status::unresolvable(e),
                 Err(e) => return Status::error(e.to_string()),
@@ -377,7 +369,8 @@ impl FilterPlugin for DynamicResources {
         // The extended resources first, as kube-scheduler checks them.
         let variant = match &cycle.extended {
             None => None,
-            Some(x) => match x.on_node(node, || cycle.unallocated(), cluster) {
+            // A variant's allocator allocates the pod's own claims too.
+            Some(x) => match x.on_node(node, || unallocated(&cycle.claims, &cycle.to_allocate), cluster) {
                 Ok(v) => v,
                 Err(status) => return status,
             },
