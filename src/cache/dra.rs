@@ -14,11 +14,12 @@
 //! Reserve, until the watch shows PreBind's write) are the plugin's: it
 //! adds them to [`DraState::allocated`] per attempt.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use k8s_openapi::api::resource::v1::{
-    DeviceClass, DeviceTaint, ResourceClaim, ResourceSlice, ResourceSliceSpec,
+    DeviceClass, DeviceRequestAllocationResult, DeviceTaint, ResourceClaim, ResourceSlice,
+    ResourceSliceSpec,
 };
 
 use crate::cache::dra_taints::{RuleTaint, TaintRules};
@@ -39,9 +40,12 @@ pub struct DraState {
     slices: Arc<SliceIndex>,
     /// DeviceTaintRules, compact and indexed for the allocator.
     taint_rules: Arc<TaintRules>,
-    /// Devices allocated by claims' `status.allocation` (admin access
+    /// Devices allocated whole by claims' `status.allocation` (admin access
     /// excluded: it does not take the device), with how many claims hold each.
     allocated: Arc<HashMap<DeviceKey, u32>>,
+    /// The claims whose allocation holds shares of devices (consumable
+    /// capacity), so that their shares are found without a scan.
+    sharing_claims: Arc<BTreeSet<String>>,
     /// Bumped whenever `allocated` changes, so a plugin may keep what it
     /// derives from it until then.
     allocated_generation: u64,
@@ -88,8 +92,9 @@ impl SliceIndex {
     }
 }
 
-/// The devices `claim`'s allocation takes.
-fn devices_of(claim: &ResourceClaim) -> impl Iterator<Item = DeviceKey> + '_ {
+/// The results of `claim`'s allocation that hold a device: admin access
+/// holds none.
+fn holding_results(claim: &ResourceClaim) -> impl Iterator<Item = &DeviceRequestAllocationResult> {
     claim
         .status
         .as_ref()
@@ -98,7 +103,18 @@ fn devices_of(claim: &ResourceClaim) -> impl Iterator<Item = DeviceKey> + '_ {
         .into_iter()
         .flat_map(|d| d.results.iter().flatten())
         .filter(|r| r.admin_access != Some(true))
+}
+
+/// The devices `claim`'s allocation takes whole.
+fn devices_of(claim: &ResourceClaim) -> impl Iterator<Item = DeviceKey> + '_ {
+    holding_results(claim)
+        .filter(|r| r.share_id.is_none())
         .map(|r| (r.driver.clone(), r.pool.clone(), r.device.clone()))
+}
+
+/// Whether `claim`'s allocation holds a share of some device.
+fn shares_devices(claim: &ResourceClaim) -> bool {
+    holding_results(claim).any(|r| r.share_id.is_some())
 }
 
 impl DraState {
@@ -169,9 +185,19 @@ impl DraState {
         &self.taint_rules
     }
 
-    /// Devices claims' allocations hold.
+    /// Devices claims' allocations hold whole.
     pub fn allocated(&self) -> impl Iterator<Item = &DeviceKey> {
         self.allocated.keys()
+    }
+
+    /// The results of claims' allocations that hold a share of a device
+    /// (they carry a `shareID` and what they consume).
+    pub fn shares(&self) -> impl Iterator<Item = &DeviceRequestAllocationResult> {
+        self.sharing_claims
+            .iter()
+            .filter_map(|key| self.claims.get(key))
+            .flat_map(|c| holding_results(c))
+            .filter(|r| r.share_id.is_some())
     }
 
     /// Changes whenever [`DraState::allocated`] does.
@@ -182,14 +208,31 @@ impl DraState {
     /// Adds or replaces a claim.
     pub fn apply_claim(&mut self, claim: Arc<ResourceClaim>) {
         let key = object_key(&claim.metadata);
-        let old = Arc::make_mut(&mut self.claims).insert(key, claim.clone());
+        let old = Arc::make_mut(&mut self.claims).insert(key.clone(), claim.clone());
         self.reallocate(old.as_deref(), Some(&claim));
+        self.reshare(&key, old.as_deref(), Some(&claim));
     }
 
     /// Forgets the claim `key`.
     pub fn delete_claim(&mut self, key: &str) {
         let old = Arc::make_mut(&mut self.claims).remove(key);
         self.reallocate(old.as_deref(), None);
+        self.reshare(key, old.as_deref(), None);
+    }
+
+    /// Keeps [`DraState::shares`] up to date with claim `key` going from
+    /// `old` to `new`.
+    fn reshare(&mut self, key: &str, old: Option<&ResourceClaim>, new: Option<&ResourceClaim>) {
+        let before = old.is_some_and(shares_devices);
+        let after = new.is_some_and(shares_devices);
+        if after {
+            Arc::make_mut(&mut self.sharing_claims).insert(key.to_owned());
+        } else if before {
+            Arc::make_mut(&mut self.sharing_claims).remove(key);
+        }
+        if before || after {
+            self.allocated_generation += 1;
+        }
     }
 
     /// Replaces every claim (a relist).
@@ -198,6 +241,13 @@ impl DraState {
         for device in claims.iter().flat_map(|c| devices_of(c)) {
             *allocated.entry(device).or_default() += 1;
         }
+        self.sharing_claims = Arc::new(
+            claims
+                .iter()
+                .filter(|c| shares_devices(c))
+                .map(|c| object_key(&c.metadata))
+                .collect(),
+        );
         self.claims = Arc::new(
             claims
                 .into_iter()
@@ -537,6 +587,47 @@ mod tests {
         s.delete_claim("ns/b");
         assert!(allocated(&s).is_empty());
         assert!(s.claim("ns", "a").is_some());
+    }
+
+    /// `claim` with its results holding shares (device `shared-*`).
+    fn sharing(name: &str, devices: &[&str]) -> Arc<ResourceClaim> {
+        let mut c = (*claim(name, devices)).clone();
+        for r in c
+            .status
+            .iter_mut()
+            .flat_map(|s| s.allocation.iter_mut())
+            .flat_map(|a| a.devices.iter_mut())
+            .flat_map(|d| d.results.iter_mut().flatten())
+        {
+            if r.device.starts_with("shared") {
+                r.share_id = Some(format!("share-of-{name}"));
+            }
+        }
+        Arc::new(c)
+    }
+
+    #[test]
+    fn shares_are_kept_apart_from_whole_devices() {
+        let shares = |s: &DraState| -> Vec<String> {
+            let mut v: Vec<String> = s.shares().filter_map(|r| r.share_id.clone()).collect();
+            v.sort();
+            v
+        };
+        let mut s = DraState::default();
+        s.replace_claims(vec![sharing("a", &["gpu-0", "shared-0"]), claim("b", &[])]);
+        assert_eq!(allocated(&s), ["gpu-0"], "a share is not a whole device");
+        assert_eq!(shares(&s), ["share-of-a"]);
+        s.apply_claim(sharing("b", &["shared-0"]));
+        assert_eq!(shares(&s), ["share-of-a", "share-of-b"]);
+        s.apply_claim(sharing("a", &["gpu-0"]));
+        assert_eq!(
+            shares(&s),
+            ["share-of-b"],
+            "a's allocation no longer shares"
+        );
+        s.delete_claim("ns/b");
+        assert!(shares(&s).is_empty());
+        assert_eq!(allocated(&s), ["gpu-0"]);
     }
 
     fn class(name: &str, resource: Option<&str>, created: i64) -> Arc<DeviceClass> {

@@ -28,6 +28,14 @@ pub struct QuantityError(pub String);
 /// Parses a Kubernetes quantity and returns it multiplied by `scale`
 /// (1000 for millicores, 1 for bytes), rounded up like `Quantity.Value()`.
 pub fn parse_quantity(s: &str, scale: i128) -> Result<i64, QuantityError> {
+    let value = parse_scaled(s, scale)?;
+    i64::try_from(value).map_err(|_| QuantityError(format!("invalid quantity {s:?}")))
+}
+
+/// [`parse_quantity`] without the `i64` limit: the quantity times `scale`,
+/// rounded up, as an `i128` (at `scale` 10⁹, nano-units: exact for every
+/// quantity Kubernetes writes, up to about 10²⁹).
+pub fn parse_scaled(s: &str, scale: i128) -> Result<i128, QuantityError> {
     let err = || QuantityError(format!("invalid quantity {s:?}"));
     let s = s.trim();
     let (sign, body) = match s.strip_prefix('-') {
@@ -49,20 +57,28 @@ pub fn parse_quantity(s: &str, scale: i128) -> Result<i64, QuantityError> {
         .parse()
         .map_err(|_| err())?;
     // value = digits × 10^-frac × multiplier, expressed as num/den.
-    let mut num = digits * scale;
+    let mut num = digits.checked_mul(scale).ok_or_else(err)?;
     let mut den: i128 = 10i128.pow(frac_part.len() as u32);
+    // Decimal fractions divide: 10^-divide more in the denominator.
+    let mut divide = |by: u32| -> Result<(), QuantityError> {
+        den = 10i128
+            .checked_pow(by)
+            .and_then(|d| den.checked_mul(d))
+            .ok_or_else(err)?;
+        Ok(())
+    };
     let (base, exp): (i128, u32) = match suffix {
         "" => (10, 0),
         "n" => {
-            den *= 1_000_000_000;
+            divide(9)?;
             (10, 0)
         }
         "u" => {
-            den *= 1_000_000;
+            divide(6)?;
             (10, 0)
         }
         "m" => {
-            den *= 1000;
+            divide(3)?;
             (10, 0)
         }
         "k" => (10, 3),
@@ -82,7 +98,7 @@ pub fn parse_quantity(s: &str, scale: i128) -> Result<i64, QuantityError> {
             if x >= 0 {
                 (10, x as u32)
             } else {
-                den *= 10i128.checked_pow(x.unsigned_abs()).ok_or_else(err)?;
+                divide(x.unsigned_abs())?;
                 (10, 0)
             }
         }
@@ -91,8 +107,8 @@ pub fn parse_quantity(s: &str, scale: i128) -> Result<i64, QuantityError> {
     num = num
         .checked_mul(base.checked_pow(exp).ok_or_else(err)?)
         .ok_or_else(err)?;
-    let value = (num + den - 1).div_euclid(den);
-    i64::try_from(sign * value).map_err(|_| err())
+    let value = num.checked_add(den - 1).ok_or_else(err)?.div_euclid(den);
+    Ok(sign * value)
 }
 
 /// Parses the quantity of resource `name` in the unit placer counts it in:
@@ -333,6 +349,22 @@ mod tests {
         for bad in ["", "abc", "1.2.3", "1Qi", "m", "1e", "."] {
             assert!(parse_quantity(bad, 1).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn scaled_quantities_are_exact_and_overflow_is_an_error() {
+        assert_eq!(parse_scaled("0.3", 1_000_000_000), Ok(300_000_000));
+        assert_eq!(
+            parse_scaled("40Gi", 1_000_000_000),
+            Ok((40i128 << 30) * 1_000_000_000)
+        );
+        assert_eq!(parse_scaled("1n", 1_000_000_000), Ok(1));
+        // 30 fractional digits in nano-units: the denominator passes i128.
+        let tiny = format!(".{}n", "0".repeat(29) + "1");
+        assert!(parse_scaled(&tiny, 1_000_000_000).is_err());
+        assert!(parse_scaled("1e-40", 1).is_err());
+        assert!(parse_quantity("9e18", 1).is_ok());
+        assert!(parse_quantity("1e19", 1).is_err(), "past i64");
     }
 
     #[test]

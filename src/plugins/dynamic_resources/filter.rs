@@ -14,12 +14,12 @@ use k8s_openapi::api::resource::v1::{
 };
 use parking_lot::Mutex;
 
-use super::allocator::{AllocatedDevices, Allocator, AllocatorError, DeviceId};
+use super::allocator::{AllocatedDevices, Allocator, AllocatorError, HeldDevice};
 use super::bind::{deallocate, delete_claim};
 use super::binding_conditions;
 use super::extended::{ExtendedChoice, ExtendedCycle};
 use super::{
-    DynamicResources, ERR_CANNOT_ALLOCATE, ERR_NOT_AVAILABLE, InFlight, allocated_in_cache, kobj,
+    DynamicResources, ERR_CANNOT_ALLOCATE, ERR_NOT_AVAILABLE, InFlight, kobj,
     pod_claims, watched,
 };
 use crate::cache::ClusterState;
@@ -106,14 +106,14 @@ impl DraCycle {
     }
 }
 
-/// The devices an allocation takes (admin access does not take a device).
-pub(super) fn devices_of(allocation: &AllocationResult) -> Vec<DeviceId> {
+/// The devices, whole or shared, an allocation takes (admin access does
+/// not take a device).
+pub(super) fn devices_of(allocation: &AllocationResult) -> Vec<HeldDevice> {
     allocation
         .devices
         .iter()
         .flat_map(|d| d.results.iter().flatten())
-        .filter(|r| r.admin_access != Some(true))
-        .map(|r| DeviceId::new(&r.driver, &r.pool, &r.device))
+        .filter_map(HeldDevice::of_result)
         .collect()
 }
 
@@ -129,7 +129,7 @@ impl DynamicResources {
     fn settle_in_flight(
         &self,
         cluster: &ClusterState,
-    ) -> (HashMap<String, Arc<ResourceClaim>>, Vec<DeviceId>) {
+    ) -> (HashMap<String, Arc<ResourceClaim>>, Vec<HeldDevice>) {
         let dra = cluster.dra();
         let mut table = self.in_flight.lock();
         table.retain(|key, f: &mut InFlight| {
@@ -223,11 +223,13 @@ impl PreFilterPlugin for DynamicResources {
                 Err(e) => return Status::error(e.to_string()),
             }
         };
-        let allocated: AllocatedDevices = if allocator.is_some() || extended.is_some() {
-            allocated_in_cache(cluster).chain(in_flight).collect()
-        } else {
-            AllocatedDevices::default()
-        };
+        let mut allocated = AllocatedDevices::default();
+        if allocator.is_some() || extended.is_some() {
+            allocated = AllocatedDevices::in_cache(cluster.dra());
+            for held in in_flight {
+                allocated.hold(held);
+            }
+        }
         state.write(DraCycle {
             claims,
             available_on,

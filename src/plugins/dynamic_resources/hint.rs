@@ -4,7 +4,7 @@
 //! "cannot allocate all claims" per node; this names the request.
 
 use super::allocator::{AllocatedDevices, Allocator};
-use super::{allocated_in_cache, pod_claims, watched};
+use super::{pod_claims, watched};
 use crate::cache::ClusterState;
 use crate::objects::PodInfo;
 
@@ -31,7 +31,7 @@ pub fn unsatisfiable_requests(pod: &PodInfo, cluster: &ClusterState) -> Vec<Stri
     let Ok(allocator) = Allocator::new(unallocated, &|name: &str| dra.class(name)) else {
         return Vec::new();
     };
-    let allocated: AllocatedDevices = allocated_in_cache(cluster).collect();
+    let allocated = AllocatedDevices::in_cache(dra);
     allocator
         .unsatisfiable(dra.all_slices(), &allocated, dra.taint_rules())
         .iter()

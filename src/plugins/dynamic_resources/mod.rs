@@ -59,7 +59,7 @@ use crate::framework::{EnqueueExtensions, EventHint, PreEnqueuePlugin, Status};
 use crate::objects::PodInfo;
 use crate::objects::pod::ClaimRef;
 use crate::plugins::fields::GoDuration;
-use allocator::DeviceId;
+use allocator::HeldDevice;
 pub use extended::{ERR_CANNOT_FIT, ERR_STALE};
 pub use hint::unsatisfiable_requests;
 
@@ -118,7 +118,7 @@ struct InFlight {
     /// The claim's uid, so a claim deleted and created again is not confused.
     uid: String,
     /// The devices taken.
-    devices: Vec<DeviceId>,
+    devices: Vec<HeldDevice>,
     /// What PreBind wrote, once it did; until the watch shows the write,
     /// later pods read the claim as this.
     written: Option<Arc<ResourceClaim>>,
@@ -210,14 +210,6 @@ fn pod_claims(pod: &PodInfo, cluster: &ClusterState) -> Result<Vec<Arc<ResourceC
         claims.push(claim.clone());
     }
     Ok(claims)
-}
-
-/// The devices claims' allocations hold, as the cache shows them.
-fn allocated_in_cache(cluster: &ClusterState) -> impl Iterator<Item = DeviceId> + '_ {
-    cluster
-        .dra()
-        .allocated()
-        .map(|(d, p, n)| DeviceId::new(d, p, n))
 }
 
 /// `metav1.IsControlledBy(claim, pod)`.

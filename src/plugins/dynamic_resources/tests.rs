@@ -190,7 +190,11 @@ fn reserve_keeps_the_devices_in_flight_until_the_watch_shows_them() {
     assert!(plugin.reserve(&mut state, &p, "n1").is_success());
     assert_eq!(
         plugin.in_flight.lock()["ns/shared"].devices,
-        [DeviceId::new("gpu.example.com", "pool", "gpu-0")]
+        [HeldDevice::Whole(allocator::DeviceId::new(
+            "gpu.example.com",
+            "pool",
+            "gpu-0"
+        ))]
     );
     // A second pod sharing the claim waits for the allocation in flight.
     let mut other = pod(vec![named("shared")]);
@@ -558,3 +562,4 @@ fn filter_honours_device_taint_rules() {
 }
 
 mod extended;
+mod shares;

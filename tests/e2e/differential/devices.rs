@@ -15,12 +15,17 @@
 //! - a claim for one device with a request-level CEL selector (`numa == 1`);
 //! - `example.com/fpga` in the container's resources, which the class `fpga` serves
 //!   (DRAExtendedResource); some nodes also list it in their allocatable, as a device plugin
-//!   would, and there NodeResourcesFit counts it instead.
+//!   would, and there NodeResourcesFit counts it instead;
+//! - bandwidth of a shared device (DRAConsumableCapacity): in these cases every device allows
+//!   multiple allocations and has `memory` gigabits of `bandwidth`, rounded up to steps of 4G on
+//!   NUMA node 0 and to a quarter, half or all of it (default a quarter) on NUMA node 1; a taken
+//!   device holds a share of 20G, and the pod asks for 4G, 10G, 30G or the default.
 //!
 //! The claims are the copy's own (`<tag>-dev`, `<tag>-taken-<i>`), the classes shared. Half the
 //! cases with a device ask are focused on devices ([`Devices::focused`]), as storage's are.
 
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use super::*;
 use crate::harness::node_allocation;
@@ -33,7 +38,7 @@ const DRIVER: &str = "dra.placer.test";
 pub(super) const FPGA: &str = "example.com/fpga";
 
 /// What the pod asks for, in rotation.
-const KINDS: [Kind; 8] = [
+const KINDS: [Kind; 9] = [
     Kind::None,
     Kind::One,
     Kind::SameNuma,
@@ -42,6 +47,7 @@ const KINDS: [Kind; 8] = [
     Kind::FirstAvailable,
     Kind::Selector,
     Kind::Extended,
+    Kind::Bandwidth,
 ];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,6 +60,7 @@ enum Kind {
     FirstAvailable,
     Selector,
     Extended,
+    Bandwidth,
 }
 
 /// The DeviceClasses every case shares, created once per run.
@@ -101,6 +108,8 @@ pub(super) struct Devices {
     plugin_fpgas: Vec<Option<u32>>,
     /// How many `example.com/fpga` the pod asks for (kind `Extended`).
     fpgas: u32,
+    /// The gigabits of bandwidth the pod asks for (kind `Bandwidth`); none: the default.
+    bandwidth: Option<u32>,
     /// The case is about devices: the generator drops the pod's node selection, ports, restart
     /// rules and all but a small request, and the nodes' cordons and hard taints, so that nodes
     /// reach DynamicResources and its reasons show.
@@ -132,6 +141,7 @@ impl Devices {
             plugin_fpgas,
             fpgas: rng.pick(&[1, 1, 2]),
             focused: kind != Kind::None && rng.chance(50),
+            bandwidth: rng.pick(&[Some(4), Some(10), Some(30), None]),
         }
     }
 
@@ -175,8 +185,15 @@ impl Devices {
                     .iter()
                     .enumerate()
                     .map(|(j, (numa, memory))| {
-                        json!({ "name": format!("dev-{j}"), "attributes": {
-                            "numa": { "int": numa }, "memory": { "int": memory } } })
+                        let mut device = json!({ "name": format!("dev-{j}"), "attributes": {
+                            "numa": { "int": numa }, "memory": { "int": memory } } });
+                        if self.kind == Kind::Bandwidth {
+                            device["allowMultipleAllocations"] = json!(true);
+                            device["capacity"] = json!({ "bandwidth": {
+                                "value": format!("{memory}G"),
+                                "requestPolicy": bandwidth_policy(*numa, *memory) } });
+                        }
+                        device
                     })
                     .collect();
                 serde_json::from_value(json!({
@@ -224,6 +241,14 @@ impl Devices {
                     "expression": format!("device.attributes['{DRIVER}'].numa == 1") } }]);
                 Some(json!({ "requests": [one] }))
             }
+            Kind::Bandwidth => {
+                let mut one = request("dev", &classes.gpu);
+                if let Some(bw) = self.bandwidth {
+                    one["exactly"]["capacity"] =
+                        json!({ "requests": { "bandwidth": format!("{bw}G") } });
+                }
+                Some(json!({ "requests": [one] }))
+            }
         };
         let taken = self
             .taken
@@ -256,8 +281,18 @@ impl Devices {
         for (i, _) in self.taken.iter().enumerate().filter(|(_, t)| **t) {
             let name = format!("{}-taken-{i}", side.tag);
             let node = format!("{}-{i}", side.node_stem);
+            let share = self.kind == Kind::Bandwidth;
             env.edit_claim_status(&name, &format!("allocate {name} on {node}"), |status| {
-                status.allocation = Some(node_allocation("dev", DRIVER, &node, "dev-0")?);
+                let mut allocation = node_allocation("dev", DRIVER, &node, "dev-0")?;
+                if share {
+                    let results = allocation.devices.as_mut().and_then(|d| d.results.as_mut());
+                    for r in results.into_iter().flatten() {
+                        r.share_id = Some(format!("00000000-0000-4000-8000-{i:012}"));
+                        r.consumed_capacity =
+                            Some([("bandwidth".to_owned(), Quantity("20G".to_owned()))].into());
+                    }
+                }
+                status.allocation = Some(allocation);
                 Ok(())
             })
             .await?;
@@ -267,9 +302,30 @@ impl Devices {
 
     pub(super) fn describe(&self) -> String {
         format!(
-            "ask {:?} (fpgas {}), devices (numa, memory) per node {:?}, first taken {:?}, \
-             plugin fpgas {:?}, focused {}",
-            self.kind, self.fpgas, self.per_node, self.taken, self.plugin_fpgas, self.focused
+            "ask {:?} (fpgas {}, bandwidth {:?}), devices (numa, memory) per node {:?}, \
+             first taken {:?}, plugin fpgas {:?}, focused {}",
+            self.kind,
+            self.fpgas,
+            self.bandwidth,
+            self.per_node,
+            self.taken,
+            self.plugin_fpgas,
+            self.focused
         )
+    }
+}
+
+/// The request policy of a device's bandwidth of `memory` gigabits: steps of 4G on NUMA node 0;
+/// the valid values a quarter, half and all of it (default a quarter) on NUMA node 1 (the API
+/// server refuses a valid value above the capacity).
+fn bandwidth_policy(numa: u8, memory: u32) -> Value {
+    if numa == 0 {
+        json!({ "default": "4G", "validRange": { "min": "4G", "step": "4G" } })
+    } else {
+        let values: Vec<String> = [memory / 4, memory / 2, memory]
+            .iter()
+            .map(|v| format!("{v}G"))
+            .collect();
+        json!({ "default": values[0], "validValues": values })
     }
 }

@@ -31,6 +31,7 @@ mod added_affinity;
 mod bind_failure;
 mod dra;
 mod dra_binding;
+mod dra_capacity;
 mod dra_extended;
 mod hints;
 mod leader;

@@ -2,7 +2,8 @@
 //! claims could ever get, to name a request that no node can satisfy. Not
 //! the search: it counts, per request choice, the devices the class's and
 //! the request's selectors match, those nobody uses (untainted for the
-//! request, DeviceTaintRules included), and the most of those on one node
+//! request, DeviceTaintRules included; a shared device while its capacity
+//! left holds the request), and the most of those on one node
 //! (a node's own slices plus the slices every node may use). A request that wants more than that
 //! fits no node, whatever the rest of the pod.
 
@@ -12,6 +13,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::resource::v1::ResourceSlice;
 
+use super::capacity;
 use super::checks::taint_prevents;
 use super::plan::{Choice, Mode};
 use super::{AllocatedDevices, Allocator};
@@ -120,10 +122,6 @@ fn count(
         let driver = spec.driver.as_str();
         let rule_taints = rules.for_pool(driver, &spec.pool.name);
         for device in spec.devices.iter().flatten() {
-            // Shared devices are never picked (no consumable capacity).
-            if device.allow_multiple_allocations == Some(true) {
-                continue;
-            }
             let selected = choice
                 .class_selectors
                 .iter()
@@ -133,10 +131,20 @@ fn count(
                 continue;
             }
             matching += 1;
-            let in_use = allocated.contains_parts(driver, &spec.pool.name, &device.name);
+            let pool = spec.pool.name.as_str();
+            let in_use = allocated.contains_parts(driver, pool, &device.name);
             let taints = device.taints.iter().flatten().chain(rule_taints.of(&device.name));
             if (in_use && !choice.admin_access) || taint_prevents(taints, &choice.tolerations) {
                 continue;
+            }
+            // A shared device is free while what its shares leave fits.
+            let shared = device.allow_multiple_allocations == Some(true);
+            if capacity::needs_check(&choice.capacity, device.capacity.as_ref(), shared) {
+                let held = allocated.shares_of(driver, pool, &device.name);
+                let left = capacity::fits(&choice.capacity, device.capacity.as_ref(), held, None);
+                if left != Ok(true) {
+                    continue;
+                }
             }
             free += 1;
             match spec.node_name.as_deref().or(device.node_name.as_deref()) {

@@ -1,11 +1,13 @@
 //! The per-candidate checks of the search that carry state while it runs:
 //! claim constraints (`matchAttribute`, `distinctAttribute`), the shared
-//! counters of partitionable devices, and device taints.
+//! counters of partitionable devices, the capacity of shared devices, and
+//! device taints.
 
 use std::collections::HashMap;
 
 use k8s_openapi::api::resource::v1::{Device, DeviceAttribute, DeviceTaint, DeviceToleration};
 
+use super::capacity::{self, CapacityRequests, Consumed};
 use super::plan::{ConstraintKind, ConstraintSpec};
 use super::pools::Pool;
 use super::types::{AllocatedDevices, AllocatorError};
@@ -243,7 +245,7 @@ fn available_counters<'a>(
     }
     for slice in pool.slices.iter().chain(&pool.other_slices) {
         for device in slice.spec.devices.iter().flatten() {
-            if !allocated.contains_parts(pool.driver, pool.name, &device.name) {
+            if !allocated.is_allocated_parts(pool.driver, pool.name, &device.name) {
                 continue;
             }
             for c in device.consumes_counters.iter().flatten() {
@@ -259,4 +261,60 @@ fn available_counters<'a>(
         }
     }
     Ok(available)
+}
+
+/// A device's identity within one search: driver, pool, device name.
+pub(super) type DeviceKey<'a> = (&'a str, &'a str, &'a str);
+
+/// The shares of devices that allow multiple allocations which the search
+/// has taken so far (Go's `allocatingCapacity`): per device, how many and
+/// what they consume together.
+#[derive(Default)]
+pub(super) struct ShareState<'a> {
+    taking: HashMap<DeviceKey<'a>, (usize, Consumed)>,
+}
+
+impl<'a> ShareState<'a> {
+    /// Whether `key` is shared already, by an allocated claim or by this
+    /// search (Go's `deviceCapacityInUse`): its counters are consumed then.
+    pub fn in_use(&self, key: DeviceKey<'a>, allocated: &AllocatedDevices) -> bool {
+        self.taking.contains_key(&key) || allocated.shares_of(key.0, key.1, key.2).is_some()
+    }
+
+    /// Whether `requests` fit the remaining capacity of `device` (Go's
+    /// `CmpRequestOverCapacity` with the allocated and in-search amounts).
+    /// Devices that need no check fit without any parsing.
+    pub fn fits(
+        &self,
+        key: DeviceKey<'a>,
+        requests: &CapacityRequests,
+        device: &Device,
+        allocated: &AllocatedDevices,
+    ) -> Result<bool, String> {
+        let shared = device.allow_multiple_allocations == Some(true);
+        if !capacity::needs_check(requests, device.capacity.as_ref(), shared) {
+            return Ok(true);
+        }
+        let held = allocated.shares_of(key.0, key.1, key.2);
+        let taking = self.taking.get(&key).map(|(_, c)| c);
+        capacity::fits(requests, device.capacity.as_ref(), held, taking)
+    }
+
+    /// Records a share of `key` consuming `consumed`.
+    pub fn take(&mut self, key: DeviceKey<'a>, consumed: &[(String, capacity::Amount)]) {
+        let (count, total) = self.taking.entry(key).or_default();
+        *count += 1;
+        capacity::add_to(total, consumed);
+    }
+
+    /// Undoes [`ShareState::take`].
+    pub fn give_back(&mut self, key: DeviceKey<'a>, consumed: &[(String, capacity::Amount)]) {
+        if let Some((count, total)) = self.taking.get_mut(&key) {
+            *count -= 1;
+            capacity::subtract_from(total, consumed);
+            if *count == 0 {
+                self.taking.remove(&key);
+            }
+        }
+    }
 }

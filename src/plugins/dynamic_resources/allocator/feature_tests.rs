@@ -1,7 +1,7 @@
 //! Tests of the features v1.37 enables by default besides selectors:
 //! partitionable devices (shared counters), device taints, binding
-//! conditions, distinctAttribute, configurations, and the refusal of
-//! consumable capacity. Go case names in comments
+//! conditions, distinctAttribute and configurations (consumable capacity:
+//! `share_tests`). Go case names in comments
 //! (`structured/internal/allocatortesting/allocator_testing.go`).
 
 use std::collections::BTreeMap;
@@ -12,7 +12,7 @@ use k8s_openapi::api::resource::v1::{
     DeviceClass, DeviceConstraint, DeviceCounterConsumption, DeviceTaint, DeviceToleration,
     OpaqueDeviceConfiguration, ResourceClaim, ResourceSlice,
 };
-use k8s_openapi::api::resource::v1::{CapacityRequirements, Counter};
+use k8s_openapi::api::resource::v1::Counter;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 
@@ -43,7 +43,7 @@ fn run(
     )
 }
 
-fn plain(
+pub(super) fn plain(
     claims: Vec<ResourceClaim>,
     slices: Vec<ResourceSlice>,
     allocated: &AllocatedDevices,
@@ -51,7 +51,7 @@ fn plain(
     run(claims, slices, allocated, class(CLASS, &[]))
 }
 
-fn consumes(mut d: Device, gib: i64) -> Device {
+pub(super) fn consumes(mut d: Device, gib: i64) -> Device {
     d.consumes_counters = Some(vec![DeviceCounterConsumption {
         counter_set: "gpu-0".to_owned(),
         counters: BTreeMap::from([(
@@ -66,7 +66,7 @@ fn consumes(mut d: Device, gib: i64) -> Device {
 }
 
 /// A pool of two slices: `devices`, and a counter set `gpu-0` of 8Gi.
-fn partitioned(devices: Vec<Device>) -> Vec<ResourceSlice> {
+pub(super) fn partitioned(devices: Vec<Device>) -> Vec<ResourceSlice> {
     let mut with_devices = slice("s1", "node-1", "pool-1", devices);
     with_devices.spec.pool.resource_slice_count = 2;
     let mut counters = slice("s2", "node-1", "pool-1", vec![]);
@@ -356,30 +356,4 @@ fn class_and_claim_configs_are_copied() {
             },
         ])
     );
-}
-
-// Consumable capacity is not implemented: refused, never half-done.
-#[test]
-fn capacity_requests_are_refused() {
-    let mut req = request("req-0", 1);
-    if let Some(e) = req.exactly.as_mut() {
-        e.capacity = Some(CapacityRequirements::default());
-    }
-    let err = plain(
-        vec![claim("c1", vec![req])],
-        vec![],
-        &AllocatedDevices::new(),
-    )
-    .expect_err("refused");
-    assert!(err.to_string().contains("DRAConsumableCapacity"), "{err}");
-
-    let mut shared = device("shared");
-    shared.allow_multiple_allocations = Some(true);
-    let none = plain(
-        vec![claim("c1", vec![request("req-0", 1)])],
-        vec![slice("s1", "node-1", "pool-1", vec![shared])],
-        &AllocatedDevices::new(),
-    )
-    .expect("no error");
-    assert_eq!(none, None);
 }

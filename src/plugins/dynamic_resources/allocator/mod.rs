@@ -8,10 +8,9 @@
 //! v1.37 picks with its default feature gates: admin access, prioritized
 //! lists (`firstAvailable`), partitionable devices (shared counters,
 //! per-device node selection), device taints (the slices' own and those
-//! DeviceTaintRules add) and binding conditions.
-//! Consumable capacity (also on by default there) is not implemented: a
-//! request with `capacity` is refused with an error, and devices that allow
-//! multiple allocations are never picked.
+//! DeviceTaintRules add), binding conditions, and consumable capacity
+//! (devices shared by several allocations, each consuming part of their
+//! capacity).
 //!
 //! Use: [`Allocator::new`] once per pod (PreFilter) compiles the CEL
 //! selectors and checks the requests; [`Allocator::allocate`] per node
@@ -22,10 +21,13 @@
 //! - [`cel_values`]: what a selector sees: views of the device, quantities, versions;
 //! - [`pools`]: the pools of the slices that apply to a node;
 //! - [`search`]: the backtracking search;
-//! - [`checks`]: constraints, shared counters and taints while it runs;
+//! - [`checks`]: constraints, shared counters, shares and taints while it runs;
+//! - [`capacity`]: what a request consumes of a device's capacity, and whether it fits;
 //! - [`result`]: the `AllocationResult` of each claim;
+//! - [`share_id`]: the `shareID` of each share of a device;
 //! - [`census`]: for `/explain`, the requests no node can satisfy.
 
+mod capacity;
 mod cel;
 mod census;
 #[cfg(test)]
@@ -40,6 +42,9 @@ mod pool_tests;
 mod pools;
 mod result;
 mod search;
+mod share_id;
+#[cfg(test)]
+mod share_tests;
 #[cfg(test)]
 mod taint_rule_tests;
 #[cfg(test)]
@@ -55,7 +60,7 @@ use crate::objects::NodeInfo;
 pub use census::{ChoiceCensus, Unsatisfiable};
 pub use plan::ALLOCATION_RESULTS_MAX_SIZE;
 use plan::ClaimPlan;
-pub use types::{AllocatedDevices, AllocatorError, DeviceId};
+pub use types::{AllocatedDevices, AllocatorError, DeviceId, HeldDevice};
 
 /// Allocates a fixed list of claims on any node. Built once per pod;
 /// `allocate` may run for many nodes at once (it is `Send + Sync` and keeps

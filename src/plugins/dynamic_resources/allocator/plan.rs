@@ -7,10 +7,11 @@
 use std::sync::Arc;
 
 use k8s_openapi::api::resource::v1::{
-    DeviceClass, DeviceRequest, DeviceSelector, DeviceSubRequest, DeviceToleration,
+    CapacityRequirements, DeviceClass, DeviceRequest, DeviceSelector, DeviceSubRequest, DeviceToleration,
     ExactDeviceRequest, ResourceClaim,
 };
 
+use super::capacity::CapacityRequests;
 use super::cel::Selector;
 use super::types::AllocatorError;
 
@@ -40,6 +41,8 @@ pub(super) struct Choice {
     pub mode: Mode,
     pub admin_access: bool,
     pub tolerations: Vec<DeviceToleration>,
+    /// What the request asks of device capacities (consumable capacity).
+    pub capacity: CapacityRequests,
 }
 
 /// One request of a claim and its choices (one unless it has subrequests).
@@ -167,7 +170,7 @@ struct RequestFields<'a> {
     count: Option<i64>,
     selectors: &'a [DeviceSelector],
     tolerations: &'a [DeviceToleration],
-    has_capacity: bool,
+    capacity: Option<&'a CapacityRequirements>,
     has_derived: bool,
 }
 
@@ -183,7 +186,7 @@ fn plan_exact(
         count: exact.count,
         selectors: exact.selectors.as_deref().unwrap_or_default(),
         tolerations: exact.tolerations.as_deref().unwrap_or_default(),
-        has_capacity: exact.capacity.is_some(),
+        capacity: exact.capacity.as_ref(),
         has_derived: exact
             .derived_attributes
             .as_ref()
@@ -206,7 +209,7 @@ fn plan_sub_request(
         count: sub.count,
         selectors: sub.selectors.as_deref().unwrap_or_default(),
         tolerations: sub.tolerations.as_deref().unwrap_or_default(),
-        has_capacity: sub.capacity.is_some(),
+        capacity: sub.capacity.as_ref(),
         has_derived: sub
             .derived_attributes
             .as_ref()
@@ -218,10 +221,8 @@ fn plan_sub_request(
     Ok(choice)
 }
 
-/// The checks of Go's `validateDeviceRequest`, in its order, plus the
-/// refusal of consumable capacity, which this allocator does not implement
-/// (a request with `capacity` would otherwise get a device without its
-/// capacity being accounted for).
+/// The checks of Go's `validateDeviceRequest`, in its order, and the
+/// request's capacity amounts parsed once.
 fn plan_choice(
     key: &str,
     name: &str,
@@ -229,11 +230,6 @@ fn plan_choice(
     f: &RequestFields<'_>,
     class_of: &dyn Fn(&str) -> Option<Arc<DeviceClass>>,
 ) -> Result<Choice, AllocatorError> {
-    if f.has_capacity {
-        return Err(AllocatorError::fatal(format!(
-            "claim {key}, request {name}: has capacity requests, but consumable capacity (DRAConsumableCapacity) is not supported by placer's allocator"
-        )));
-    }
     if f.has_derived {
         return Err(AllocatorError::fatal(format!(
             "claim {key}, request {name}: cannot handle request with derived attributes, the feature is disabled"
@@ -284,6 +280,8 @@ fn plan_choice(
     let selectors = compile_all(Some(f.selectors), |i, e| {
         format!("claim {key}: selector #{i}: CEL compile error: {e}")
     })?;
+    let capacity = CapacityRequests::parse(f.capacity.and_then(|c| c.requests.as_ref()))
+        .map_err(|e| AllocatorError::fatal(format!("claim {key}, request {name}: {e}")))?;
     Ok(Choice {
         full_name,
         sub_name: None,
@@ -293,6 +291,7 @@ fn plan_choice(
         mode,
         admin_access: false,
         tolerations: f.tolerations.to_vec(),
+        capacity,
     })
 }
 

@@ -1,16 +1,19 @@
 //! The `AllocationResult` of a claim once the search found its devices:
-//! one result per device, the class and claim configurations that apply,
-//! and the node selector of where the devices are reachable.
+//! one result per device (a share of a device with its own `shareID` and
+//! what it consumes), the class and claim configurations that apply, and
+//! the node selector of where the devices are reachable.
 
 use std::collections::HashMap;
 
 use k8s_openapi::api::core::v1::{NodeSelector, NodeSelectorRequirement, NodeSelectorTerm};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::api::resource::v1::{
     AllocationResult, DeviceAllocationConfiguration, DeviceAllocationResult,
     DeviceRequestAllocationResult,
 };
 
 use super::plan::ClaimPlan;
+use super::share_id;
 use super::pools::Pool;
 use super::search::Picked;
 use super::types::AllocatorError;
@@ -39,6 +42,12 @@ pub(super) fn build(
                 tolerations: (!choice.tolerations.is_empty()).then(|| choice.tolerations.clone()),
                 binding_conditions: device.binding_conditions.clone(),
                 binding_failure_conditions: device.binding_failure_conditions.clone(),
+                share_id: p.share.as_ref().map(|_| share_id::next()),
+                consumed_capacity: p.share.as_ref().filter(|c| !c.is_empty()).map(|c| {
+                    c.iter()
+                        .map(|(name, amount)| (name.clone(), Quantity(amount.canonical())))
+                        .collect()
+                }),
                 ..Default::default()
             }
         })

@@ -12,7 +12,8 @@ use std::collections::HashMap;
 
 use k8s_openapi::api::resource::v1::{Device, ResourceSlice};
 
-use super::checks::{ConstraintState, CounterState, taint_prevents};
+use super::capacity::{self, Amount};
+use super::checks::{ConstraintState, CounterState, DeviceKey, ShareState, taint_prevents};
 use super::plan::{ALLOCATION_RESULTS_MAX_SIZE, Choice, ClaimPlan, Mode};
 use super::pools::{Pool, node_matches};
 use super::types::{AllocatedDevices, AllocatorError};
@@ -31,6 +32,9 @@ pub(super) struct Picked<'a> {
     pub request: usize,
     pub choice: usize,
     pub candidate: Candidate<'a>,
+    /// For a share of a device that allows multiple allocations: what it
+    /// consumes of each of the device's capacities.
+    pub share: Option<Vec<(String, Amount)>>,
 }
 
 /// Why the search stops early.
@@ -69,6 +73,8 @@ struct Resume {
 struct Taken {
     counters: bool,
     constraints: usize,
+    /// Marked in `allocating` (a device taken whole).
+    marked: bool,
 }
 
 /// The state of one `allocate` call.
@@ -79,10 +85,12 @@ pub(super) struct Search<'s, 'a> {
     allocated: &'s AllocatedDevices,
     /// For "All" requests, per (claim, request, choice): the devices.
     all: HashMap<(usize, usize, usize), Vec<Candidate<'a>>>,
-    /// Devices picked by this search, with the claims they were picked for.
-    allocating: HashMap<(&'a str, &'a str, &'a str), Vec<usize>>,
+    /// Devices picked whole by this search, with the claims they were
+    /// picked for.
+    allocating: HashMap<DeviceKey<'a>, Vec<usize>>,
     constraints: Vec<Vec<ConstraintState<'s>>>,
     counters: CounterState<'a>,
+    shares: ShareState<'a>,
     /// Whether a device passes a choice's selectors, by the device's address
     /// (stable for the call) and the choice: CEL runs once per pair.
     selectable: HashMap<(usize, usize, usize, usize), bool>,
@@ -114,6 +122,7 @@ impl<'s, 'a> Search<'s, 'a> {
                 .map(|c| c.constraints.iter().map(ConstraintState::new).collect())
                 .collect(),
             counters: CounterState::default(),
+            shares: ShareState::default(),
             selectable: HashMap::new(),
             picked: claims.iter().map(|_| Vec::new()).collect(),
             chosen: claims.iter().map(|c| vec![0; c.requests.len()]).collect(),
@@ -179,18 +188,26 @@ impl<'s, 'a> Search<'s, 'a> {
                     slice,
                     device,
                 };
-                if self.is_selectable((ci, ri, si), choice, candidate)? {
-                    if device.allow_multiple_allocations == Some(true) {
-                        // Go shares such a device between claims
-                        // (DRAConsumableCapacity), which this allocator does
-                        // not: "all" would silently be fewer devices.
-                        return Err(AllocatorError::fatal(format!(
-                            "claim {}, request {name}: device {}/{}/{} allows multiple allocations (DRAConsumableCapacity), which placer's allocator does not support",
-                            claim.key, pool.driver, pool.name, device.name
-                        )));
-                    }
-                    devices.push(candidate);
+                if !self.is_selectable((ci, ri, si), choice, candidate)? {
+                    continue;
                 }
+                // The device's capacity alone, not what is left of it: a
+                // device too full for the request stays in "all", so that
+                // the request fails rather than getting fewer devices.
+                let shared = device.allow_multiple_allocations == Some(true);
+                if capacity::needs_check(&choice.capacity, device.capacity.as_ref(), shared) {
+                    let fits = capacity::fits(&choice.capacity, device.capacity.as_ref(), None, None)
+                        .map_err(|e| {
+                            AllocatorError::fatal(format!(
+                                "claim {}, request {name}: checking capacity for device {}: {e}",
+                                claim.key, device.name
+                            ))
+                        })?;
+                    if !fits {
+                        continue;
+                    }
+                }
+                devices.push(candidate);
             }
         }
         Ok(devices)
@@ -325,6 +342,9 @@ impl<'s, 'a> Search<'s, 'a> {
                     if !self.is_selectable((at.claim, at.request, at.choice), choice, candidate)? {
                         continue;
                     }
+                    if !self.capacity_fits(at, candidate, "checking")? {
+                        continue;
+                    }
                     let Some(taken) = self.take(at, candidate, false)? else {
                         continue;
                     };
@@ -347,7 +367,7 @@ impl<'s, 'a> Search<'s, 'a> {
         Ok(false)
     }
 
-    fn key(&self, c: Candidate<'a>) -> (&'a str, &'a str, &'a str) {
+    fn key(&self, c: Candidate<'a>) -> DeviceKey<'a> {
         let pool = &self.pools[c.pool];
         (pool.driver, pool.name, c.device.name.as_str())
     }
@@ -427,16 +447,34 @@ impl<'s, 'a> Search<'s, 'a> {
                 return Ok(false);
             }
         }
-        // Shared devices need DRAConsumableCapacity, which this allocator
-        // does not implement: taking one exclusively would not match what
-        // Go's allocator records, so such devices are never picked.
-        Ok(c.device.allow_multiple_allocations != Some(true))
+        Ok(true)
+    }
+
+    /// Whether the request at `at` fits what is left of `c`'s capacity;
+    /// `doing` words the error (`checking` while scanning, `rechecking`
+    /// when taking), as Go words it.
+    fn capacity_fits(&self, at: At, c: Candidate<'a>, doing: &str) -> Result<bool, AllocatorError> {
+        let claim = &self.claims[at.claim];
+        let request = &claim.requests[at.request];
+        let choice = &request.choices[at.choice];
+        let key = self.key(c);
+        self.shares
+            .fits(key, &choice.capacity, c.device, self.allocated)
+            .map_err(|e| {
+                let name = choice.sub_name.as_deref().unwrap_or(&request.name);
+                AllocatorError::fatal(format!(
+                    "claim {}, request {name}: {doing} capacity for device {}/{}/{}: {e}",
+                    claim.key, key.0, key.1, key.2
+                ))
+            })
     }
 
     /// Takes `c` for the device at `at` if it is free, untainted, within the
-    /// pool's counters and the claim's constraints (Go's `allocateDevice`).
-    /// `must`: the caller needs exactly this device, so a constraint that
-    /// rejects it is an error of the claim.
+    /// pool's counters, the claim's constraints and the device's capacity
+    /// (Go's `allocateDevice`). A device that allows multiple allocations is
+    /// taken as one more share: never marked in use, its counters consumed
+    /// by its first share only. `must`: the caller needs exactly this
+    /// device, so a constraint that rejects it is an error of the claim.
     fn take(
         &mut self,
         at: At,
@@ -450,14 +488,19 @@ impl<'s, 'a> Search<'s, 'a> {
         if !self.free_for(at.claim, choice.admin_access, c) {
             return Ok(None);
         }
+        let key = self.key(c);
+        let shared = c.device.allow_multiple_allocations == Some(true);
         let mut taken = Taken {
             counters: false,
             constraints: 0,
+            marked: false,
         };
-        if c.device
-            .consumes_counters
-            .as_ref()
-            .is_some_and(|c| !c.is_empty())
+        let counters_paid = shared && self.shares.in_use(key, self.allocated);
+        if !counters_paid
+            && c.device
+                .consumes_counters
+                .as_ref()
+                .is_some_and(|c| !c.is_empty())
         {
             if !self
                 .counters
@@ -494,21 +537,60 @@ impl<'s, 'a> Search<'s, 'a> {
             }
             taken.constraints += 1;
         }
-        let key = self.key(c);
-        self.allocating.entry(key).or_default().push(at.claim);
+        match self.capacity_fits(at, c, "rechecking") {
+            Ok(true) => {}
+            Ok(false) => {
+                self.undo(at, c, &taken)?;
+                return Ok(None);
+            }
+            Err(e) => {
+                self.undo(at, c, &taken)?;
+                return Err(e);
+            }
+        }
+        let share = if shared {
+            let consumed = capacity::consumption(
+                &choice.capacity,
+                c.device.capacity.as_ref().unwrap_or(&Default::default()),
+            )
+            .map_err(|e| {
+                let name = choice.sub_name.as_deref().unwrap_or(&request.name);
+                AllocatorError::fatal(format!(
+                    "claim {}, request {name}: computing consumed capacity for device {}/{}/{}: {e}",
+                    claim.key, key.0, key.1, key.2
+                ))
+            });
+            let consumed = match consumed {
+                Ok(consumed) => consumed,
+                Err(e) => {
+                    self.undo(at, c, &taken)?;
+                    return Err(e);
+                }
+            };
+            self.shares.take(key, &consumed);
+            Some(consumed)
+        } else {
+            self.allocating.entry(key).or_default().push(at.claim);
+            taken.marked = true;
+            None
+        };
         self.picked[at.claim].push(Picked {
             request: at.request,
             choice: at.choice,
             candidate: c,
+            share,
         });
         Ok(Some(taken))
     }
 
     /// Gives back a device [`Search::take`] took.
     fn give_back(&mut self, at: At, c: Candidate<'a>, taken: Taken) -> Result<(), AllocatorError> {
-        self.picked[at.claim].pop();
         let key = self.key(c);
-        if let Some(claims) = self.allocating.get_mut(&key)
+        if let Some(share) = self.picked[at.claim].pop().and_then(|p| p.share) {
+            self.shares.give_back(key, &share);
+        }
+        if taken.marked
+            && let Some(claims) = self.allocating.get_mut(&key)
             && let Some(i) = claims.iter().rposition(|&ci| ci == at.claim)
         {
             claims.swap_remove(i);

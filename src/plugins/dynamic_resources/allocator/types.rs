@@ -3,6 +3,11 @@
 
 use std::collections::{HashMap, HashSet};
 
+use k8s_openapi::api::resource::v1::DeviceRequestAllocationResult;
+
+use super::capacity::{Amount, Consumed};
+use crate::cache::dra::DraState;
+
 /// A device's identity: driver, pool, device name (`structured.DeviceID`).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct DeviceId {
@@ -36,16 +41,57 @@ impl std::fmt::Display for DeviceId {
     }
 }
 
+/// One device an allocation result holds: the whole device, or one share
+/// of a device that allows multiple allocations, with the capacity the
+/// share consumes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HeldDevice {
+    /// Taken whole: no one else may have it.
+    Whole(DeviceId),
+    /// A share (the result has a `shareID`) consuming capacity name →
+    /// nano-units.
+    Share(DeviceId, Consumed),
+}
+
+impl HeldDevice {
+    /// What `result` holds; `None` for admin access, which holds nothing.
+    /// A consumed amount that does not parse (a stored object no API server
+    /// would accept) counts as all of the device's capacity, so that the
+    /// device is never given out past what it has.
+    pub fn of_result(result: &DeviceRequestAllocationResult) -> Option<HeldDevice> {
+        if result.admin_access == Some(true) {
+            return None;
+        }
+        let id = DeviceId::new(&result.driver, &result.pool, &result.device);
+        if result.share_id.is_none() {
+            return Some(HeldDevice::Whole(id));
+        }
+        let consumed = result
+            .consumed_capacity
+            .iter()
+            .flatten()
+            .map(|(name, q)| {
+                let nano = Amount::parse(&q.0).map_or(i128::MAX / 4, |a| a.nano);
+                (name.clone(), nano)
+            })
+            .collect();
+        Some(HeldDevice::Share(id, consumed))
+    }
+}
+
 /// Devices already in use: allocated in some claim's `status.allocation`, or
 /// in flight in this scheduler (assumed but not yet written).
 ///
 /// Kept as driver → pool → devices so that the search can ask about a
 /// device by the `&str`s of its slice without building a [`DeviceId`] (two
-/// `String` clones per candidate device otherwise).
+/// `String` clones per candidate device otherwise). Shares of devices that
+/// allow multiple allocations are kept apart, with what they consume in
+/// total per device: such a device is never "in use", only full.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct AllocatedDevices {
     by_driver: HashMap<String, HashMap<String, HashSet<String>>>,
     len: usize,
+    shares: HashMap<DeviceId, Consumed>,
 }
 
 impl AllocatedDevices {
@@ -91,14 +137,55 @@ impl AllocatedDevices {
             .is_some_and(|devices| devices.contains(device))
     }
 
-    /// Number of devices in the set.
+    /// The devices claims' allocations hold, whole or shared, as the cache
+    /// shows them (the scheduler's own allocations in flight not included).
+    pub fn in_cache(dra: &DraState) -> Self {
+        let whole = dra
+            .allocated()
+            .map(|(d, p, n)| HeldDevice::Whole(DeviceId::new(d, p, n)));
+        whole
+            .chain(dra.shares().filter_map(HeldDevice::of_result))
+            .collect()
+    }
+
+    /// Adds what `held` holds: a whole device, or a share's consumption.
+    pub fn hold(&mut self, held: HeldDevice) {
+        match held {
+            HeldDevice::Whole(id) => {
+                self.insert(id);
+            }
+            HeldDevice::Share(id, consumed) => {
+                let total = self.shares.entry(id).or_default();
+                for (name, nano) in consumed {
+                    *total.entry(name).or_default() += nano;
+                }
+            }
+        }
+    }
+
+    /// What the allocated shares of device `device` of `pool` of `driver`
+    /// consume; `None` when it has no share.
+    pub(super) fn shares_of(&self, driver: &str, pool: &str, device: &str) -> Option<&Consumed> {
+        if self.shares.is_empty() {
+            return None;
+        }
+        self.shares.get(&DeviceId::new(driver, pool, device))
+    }
+
+    /// Go's `IsDeviceAllocated`: taken whole or shared at least once (either
+    /// way its shared counters are consumed).
+    pub fn is_allocated_parts(&self, driver: &str, pool: &str, device: &str) -> bool {
+        self.contains_parts(driver, pool, device) || self.shares_of(driver, pool, device).is_some()
+    }
+
+    /// Number of whole devices in the set.
     pub fn len(&self) -> usize {
         self.len
     }
 
-    /// True without devices.
+    /// True without devices and shares.
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.len == 0 && self.shares.is_empty()
     }
 }
 
@@ -117,6 +204,16 @@ impl Extend<DeviceId> for AllocatedDevices {
         for id in iter {
             self.insert(id);
         }
+    }
+}
+
+impl FromIterator<HeldDevice> for AllocatedDevices {
+    fn from_iter<I: IntoIterator<Item = HeldDevice>>(iter: I) -> Self {
+        let mut set = AllocatedDevices::new();
+        for held in iter {
+            set.hold(held);
+        }
+        set
     }
 }
 
