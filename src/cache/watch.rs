@@ -355,6 +355,11 @@ async fn watch_taint_rules(client: &Client, cache: &Arc<Cache>) {
 trait DraKind: Resource + Sized {
     /// The kind's event name.
     const KIND: &'static str;
+    /// The stored object `key`, when the kind's hints compare the old and the
+    /// new object (claims); `None` for the kinds whose hints do not.
+    fn stored(_s: &ClusterState, _key: &str) -> Option<Arc<Self>> {
+        None
+    }
     fn apply(s: &mut ClusterState, o: Arc<Self>);
     fn delete(s: &mut ClusterState, key: &str);
     fn replace(s: &mut ClusterState, all: Vec<Arc<Self>>);
@@ -362,6 +367,10 @@ trait DraKind: Resource + Sized {
 
 impl DraKind for ResourceClaim {
     const KIND: &'static str = kinds::RESOURCE_CLAIM;
+    fn stored(s: &ClusterState, key: &str) -> Option<Arc<Self>> {
+        let (namespace, name) = key.split_once('/')?;
+        s.dra().claim(namespace, name).cloned()
+    }
     fn apply(s: &mut ClusterState, o: Arc<Self>) {
         s.dra_mut().apply_claim(o);
     }
@@ -418,9 +427,13 @@ where
             } else {
                 ActionType::ADD
             };
-            // The new record only: the hints read the key, and the old one
-            // lives in the DRA store in another shape.
-            let object = events.then(|| (action, Change::object(&key, None, Some(o.clone()))));
+            // The old record where the kind's hints read it (claims).
+            let object = events.then(|| {
+                (
+                    action,
+                    Change::object(&key, K::stored(s, &key), Some(o.clone())),
+                )
+            });
             K::apply(s, o);
             Applied {
                 object,
@@ -429,14 +442,10 @@ where
         },
         delete: |s, k: &K, events| {
             let key = object_key(k.meta());
+            let old = if events { K::stored(s, &key) } else { None };
             K::delete(s, &key);
             Applied {
-                object: events.then(|| {
-                    (
-                        ActionType::DELETE,
-                        Change::object::<Arc<K>>(&key, None, None),
-                    )
-                }),
+                object: events.then(|| (ActionType::DELETE, Change::object(&key, old, None))),
                 ..Applied::default()
             }
         },

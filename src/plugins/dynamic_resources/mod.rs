@@ -262,10 +262,38 @@ fn claim_of_pod(pod: &PodInfo, change: &Change) -> bool {
         })
 }
 
+/// kube-scheduler's `isSchedulableAfterClaimChange`: a claim deleted with
+/// an allocation, or deallocated, may free devices for anyone; otherwise
+/// only a change of one of the pod's own claims matters: its creation, or
+/// a change of its status. (kube-scheduler also skips a pod whose claims
+/// cannot all be found; the hint has no cluster to look in, so such a pod
+/// is queued, and PreEnqueue holds it back again.)
+fn claim_change_hint(pod: &PodInfo, change: &Change) -> QueueingHint {
+    let Some((old, new)) = change.objects::<Arc<ResourceClaim>>() else {
+        return QueueingHint::Queue;
+    };
+    let allocated = |c: &ResourceClaim| c.status.as_ref().is_some_and(|s| s.allocation.is_some());
+    let Some(new) = new else {
+        // Deleted: unknown before (never seen), or allocated, may free devices.
+        return match old {
+            Some(old) if !allocated(old) => QueueingHint::Skip,
+            _ => QueueingHint::Queue,
+        };
+    };
+    if old.is_some_and(|o| allocated(o)) && !allocated(new) {
+        return QueueingHint::Queue;
+    }
+    if !claim_of_pod(pod, change) {
+        return QueueingHint::Skip;
+    }
+    match old {
+        Some(old) if old.status == new.status => QueueingHint::Skip,
+        _ => QueueingHint::Queue,
+    }
+}
+
 impl EnqueueExtensions for DynamicResources {
-    /// kube-scheduler's registrations. Its claim hint reads the old and new
-    /// claim; placer's events carry the key only, so: a new claim matters to
-    /// the pods that use it; any update or delete may free devices.
+    /// kube-scheduler's registrations and hints.
     fn events_to_register(&self) -> Vec<EventHint> {
         vec![
             EventHint::always(
@@ -274,18 +302,8 @@ impl EnqueueExtensions for DynamicResources {
             ),
             EventHint::when(
                 EventResource::Kind(kinds::RESOURCE_CLAIM),
-                ActionType::ADD,
-                |pod, change| {
-                    if claim_of_pod(pod, change) {
-                        QueueingHint::Queue
-                    } else {
-                        QueueingHint::Skip
-                    }
-                },
-            ),
-            EventHint::always(
-                EventResource::Kind(kinds::RESOURCE_CLAIM),
-                ActionType::UPDATE | ActionType::DELETE,
+                ActionType::ADD | ActionType::UPDATE | ActionType::DELETE,
+                claim_change_hint,
             ),
             // The resourceclaim controller names the created claim in the
             // pod's status.

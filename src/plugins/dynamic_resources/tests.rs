@@ -562,4 +562,5 @@ fn filter_honours_device_taint_rules() {
 }
 
 mod extended;
+mod hints;
 mod shares;
