@@ -32,7 +32,7 @@ use crate::framework::{
     CycleState, MAX_NODE_SCORE, NodeScore, PreScorePlugin, ScorePlugin, Status,
 };
 use crate::objects::{NodeInfo, PodInfo};
-use crate::plugins::node_resources_fit::strategy::{NodeRequests, ScoredResource};
+use crate::plugins::node_resources_fit::strategy::{DraScoring, NodeRequests, ScoredResource};
 
 /// Plugin name in the policy.
 pub const NAME: &str = "NodeResourcesBalancedAllocation";
@@ -129,8 +129,9 @@ impl BalancedAllocation {
     }
 }
 
-/// The pod's request per resource, in `resources` order (written in PreScore).
-struct PodRequests(Vec<i64>);
+/// The pod's request per resource, in `resources` order, and what the scores read of DRA when
+/// a DeviceClass serves some of them (written in PreScore).
+struct PodRequests(Vec<i64>, Option<DraScoring>);
 
 crate::plugin!(BalancedAllocation, NAME, [pre_score, score]);
 
@@ -140,7 +141,7 @@ impl PreScorePlugin for BalancedAllocation {
         state: &mut CycleState,
         pod: &PodInfo,
         _: &[&NodeInfo],
-        _: &ClusterState,
+        cluster: &ClusterState,
     ) -> Status {
         let requests: Vec<i64> = self
             .resources
@@ -150,7 +151,8 @@ impl PreScorePlugin for BalancedAllocation {
         if requests.iter().all(|&r| r == 0) {
             return Status::skip("the pod requests none of the balanced resources");
         }
-        state.write(PodRequests(requests));
+        let dra = DraScoring::new(self.resources.iter(), cluster);
+        state.write(PodRequests(requests, dra));
         Status::success()
     }
 }
@@ -163,7 +165,8 @@ impl ScorePlugin for BalancedAllocation {
         node: &NodeInfo,
         cluster: &ClusterState,
     ) -> Result<NodeScore, Status> {
-        let PodRequests(requests) = state.from_pre_score::<PodRequests>()?;
+        let PodRequests(requests, dra) = state.from_pre_score::<PodRequests>()?;
+        let dra = |i: usize| dra.as_ref().and_then(|d| d.totals(i, node, cluster));
         let usage = cluster.usage_of(node);
         // (allocatable, the node's pods' request, the pod's) of each resource
         // that takes part; walked per balance instead of collected, so a
@@ -172,9 +175,12 @@ impl ScorePlugin for BalancedAllocation {
             self.resources
                 .iter()
                 .zip(requests)
-                .filter_map(move |(resource, &pod)| {
+                .enumerate()
+                .filter_map(move |(i, (resource, &pod))| {
                     resource
-                        .allocatable_and_allocated(node, usage, pod, NodeRequests::Requested)
+                        .allocatable_and_allocated(node, usage, pod, NodeRequests::Requested, || {
+                            dra(i)
+                        })
                         .map(|(allocatable, allocated)| (allocatable, allocated, pod))
                 })
         };

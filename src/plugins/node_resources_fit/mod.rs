@@ -55,7 +55,7 @@ pub(crate) use args::{MAX_CUSTOM_PRIORITY_SCORE, validate_shape};
 pub(crate) use strategy::broken_linear;
 use crate::plugins::helper::is_extended_resource_name;
 use strategy::{
-    ScoredResource, is_scalar_resource_name, least_requested_score, most_requested_score,
+    DraScoring, ScoredResource, is_scalar_resource_name, least_requested_score, most_requested_score,
 };
 
 /// Plugin name in the policy.
@@ -109,11 +109,19 @@ impl NodeResourcesFit {
 
     /// kube-scheduler's resource allocation score of `node` for a pod whose
     /// per-resource requests are `pod_requests`.
-    fn score_node(&self, pod_requests: &[i64], node: &NodeInfo, usage: Option<&NodeUsage>) -> i64 {
+    fn score_node(
+        &self,
+        pod_requests: &[i64],
+        node: &NodeInfo,
+        usage: Option<&NodeUsage>,
+        dra: impl Fn(usize) -> Option<(i64, i64)>,
+    ) -> i64 {
         let (mut node_score, mut weight_sum) = (0i64, 0i64);
-        for ((resource, weight), &pod_request) in self.resources.iter().zip(pod_requests) {
+        for (i, ((resource, weight), &pod_request)) in
+            self.resources.iter().zip(pod_requests).enumerate()
+        {
             let (allocatable, requested) =
-                resource.allocatable_and_requested(node, usage, pod_request);
+                resource.allocatable_and_requested(node, usage, pod_request, || dra(i));
             if allocatable == 0 {
                 continue;
             }
@@ -167,8 +175,9 @@ struct FitRequest {
     scalar: Vec<ScalarRequest>,
 }
 
-/// The pod's request per scored resource, in `resources` order (written in PreScore).
-struct ScoreRequests(Vec<i64>);
+/// The pod's request per scored resource, in `resources` order, and what the scores read of
+/// DRA when a DeviceClass serves some of them (written in PreScore).
+struct ScoreRequests(Vec<i64>, Option<DraScoring>);
 
 crate::plugin!(
     NodeResourcesFit,
@@ -271,14 +280,15 @@ impl PreScorePlugin for NodeResourcesFit {
         state: &mut CycleState,
         pod: &PodInfo,
         _: &[&NodeInfo],
-        _: &ClusterState,
+        cluster: &ClusterState,
     ) -> Status {
         let requests = self
             .resources
             .iter()
             .map(|(r, _)| r.pod_request(&pod.spec))
             .collect();
-        state.write(ScoreRequests(requests));
+        let dra = DraScoring::new(self.resources.iter().map(|(r, _)| r), cluster);
+        state.write(ScoreRequests(requests, dra));
         Status::success()
     }
 }
@@ -291,11 +301,13 @@ impl ScorePlugin for NodeResourcesFit {
         node: &NodeInfo,
         cluster: &ClusterState,
     ) -> Result<NodeScore, Status> {
-        let ScoreRequests(requests) = state.from_pre_score::<ScoreRequests>()?;
+        let ScoreRequests(requests, dra) = state.from_pre_score::<ScoreRequests>()?;
+        let dra = |i| dra.as_ref().and_then(|d| d.totals(i, node, cluster));
         Ok(NodeScore::value(self.score_node(
             requests,
             node,
             cluster.usage_of(node),
+            dra,
         )))
     }
 }

@@ -1,11 +1,12 @@
 //! The scoring strategies: which resources are scored and how one resource's
 //! request and capacity become a score.
 
-use crate::cache::NodeUsage;
+use crate::cache::{ClusterState, NodeUsage};
 use crate::framework::MAX_NODE_SCORE;
 use crate::objects::pod::PodSpecInfo;
 use crate::objects::{NodeInfo, Resources};
-use crate::plugins::helper::is_extended_resource_name;
+use crate::plugins::dynamic_resources::allocator::{AllocatedDevices, ClassDevices};
+use crate::plugins::helper::{is_dra_extended_resource_name, is_extended_resource_name};
 
 /// `schedutil.IsScalarResourceName`: the resources kube-scheduler tracks
 /// besides cpu, memory, ephemeral storage and pods.
@@ -72,8 +73,10 @@ impl ScoredResource {
         node: &NodeInfo,
         usage: Option<&NodeUsage>,
         pod_request: i64,
+        dra: impl FnOnce() -> Option<(i64, i64)>,
     ) -> (i64, i64) {
-        match self.allocatable_and_allocated(node, usage, pod_request, NodeRequests::NonZero) {
+        match self.allocatable_and_allocated(node, usage, pod_request, NodeRequests::NonZero, dra)
+        {
             Some((allocatable, allocated)) => (allocatable, allocated + pod_request),
             None => (0, 0),
         }
@@ -82,13 +85,16 @@ impl ScoredResource {
     /// `(allocatable, what the node's pods request)` on `node`, or `None`
     /// when the resource does not take part: an extended resource the pod
     /// does not request, one the node has none of, or one kube-scheduler
-    /// does not track (`calculateResourceAllocatableRequest`).
+    /// does not track (`calculateResourceAllocatableRequest`). For an
+    /// extended resource the node's allocatable lacks, `dra` gives the
+    /// devices of the class that serves it, if any ([`DraScoring`]).
     pub(crate) fn allocatable_and_allocated(
         &self,
         node: &NodeInfo,
         usage: Option<&NodeUsage>,
         pod_request: i64,
         counting: NodeRequests,
+        dra: impl FnOnce() -> Option<(i64, i64)>,
     ) -> Option<(i64, i64)> {
         let alloc = &node.allocatable;
         let used = |f: fn(&Resources) -> i64| usage.map_or(0, |u| f(&u.requested));
@@ -104,12 +110,66 @@ impl ScoredResource {
             }
             ScoredResource::Scalar(_) if pod_request == 0 => return None,
             ScoredResource::Scalar(name) => {
+                let allocatable = alloc.scalar.get(name).copied();
+                if allocatable.unwrap_or(0) == 0
+                    && let Some(devices) = dra().filter(|&(total, _)| total > 0)
+                {
+                    return Some(devices);
+                }
                 let u = usage.and_then(|u| u.requested.scalar.get(name).copied());
-                (*alloc.scalar.get(name)?, u.unwrap_or(0))
+                (allocatable?, u.unwrap_or(0))
             }
             ScoredResource::Untracked => return None,
         };
         (allocatable != 0).then_some((allocatable, allocated))
+    }
+}
+
+/// What the resource scores read of Dynamic Resource Allocation (kube-scheduler's
+/// `draPreScoreState`), built in PreScore only when a scored resource is an extended resource a
+/// DeviceClass serves: per scored resource, the class's compiled selectors, and the devices
+/// claims hold. The scheduler's own allocations in flight are DynamicResources' and not counted
+/// (kube-scheduler's shared DRA manager counts them): a node's score may lag for the moments
+/// between a pod's Reserve and the watch showing its claim.
+#[derive(Debug)]
+pub(crate) struct DraScoring {
+    classes: Vec<Option<ClassDevices>>,
+    allocated: AllocatedDevices,
+}
+
+impl DraScoring {
+    /// `None` unless some of `resources` is served by a DeviceClass. A class whose selectors do
+    /// not compile scores its resource as the node's allocatable alone, as kube-scheduler
+    /// omits a resource whose totals fail.
+    pub(crate) fn new<'r>(
+        resources: impl Iterator<Item = &'r ScoredResource>,
+        cluster: &ClusterState,
+    ) -> Option<DraScoring> {
+        let dra = cluster.dra();
+        let classes: Vec<Option<ClassDevices>> = resources
+            .map(|r| match r {
+                ScoredResource::Scalar(name) if is_dra_extended_resource_name(name) => dra
+                    .class_for_extended_resource(name)
+                    .and_then(|class| ClassDevices::new(class).ok()),
+                _ => None,
+            })
+            .collect();
+        classes.iter().any(Option::is_some).then(|| DraScoring {
+            classes,
+            allocated: AllocatedDevices::in_cache(dra),
+        })
+    }
+
+    /// `(devices, allocated devices)` on `node` of the class serving scored resource `index`.
+    pub(crate) fn totals(
+        &self,
+        index: usize,
+        node: &NodeInfo,
+        cluster: &ClusterState,
+    ) -> Option<(i64, i64)> {
+        let class = self.classes.get(index)?.as_ref()?;
+        let (own, shared) = cluster.dra().slices_for(&node.name);
+        class.totals(node, own, shared, &self.allocated).ok()
     }
 }
 

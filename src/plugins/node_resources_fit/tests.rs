@@ -487,3 +487,52 @@ fn an_extended_resource_a_device_class_serves_is_left_to_dynamic_resources() {
         )
     );
 }
+
+/// kube-scheduler's scores of an extended resource a DeviceClass serves: on a node without it in
+/// its allocatable, the class's devices the node can use are its allocatable and those
+/// allocated its use (`calculateDRAResourceTotals`); a device plugin's allocatable still wins.
+#[test]
+fn a_resource_a_device_class_serves_scores_by_the_nodes_devices() {
+    let class: k8s_openapi::api::resource::v1::DeviceClass = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "gpu"},
+        "spec": {"extendedResourceName": "example.com/gpu",
+                 "selectors": [{"cel": {"expression": "device.attributes['gpu.example.com'].kind == 'gpu'"}}]},
+    }))
+    .unwrap();
+    // n1: four GPUs (one allocated) and a NIC the class does not select.
+    let slice: k8s_openapi::api::resource::v1::ResourceSlice = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "n1-devices"},
+        "spec": {"driver": "gpu.example.com", "nodeName": "n1",
+                 "pool": {"name": "n1", "generation": 1, "resourceSliceCount": 1},
+                 "devices": [
+                     {"name": "gpu-0", "attributes": {"kind": {"string": "gpu"}}},
+                     {"name": "gpu-1", "attributes": {"kind": {"string": "gpu"}}},
+                     {"name": "gpu-2", "attributes": {"kind": {"string": "gpu"}}},
+                     {"name": "gpu-3", "attributes": {"kind": {"string": "gpu"}}},
+                     {"name": "nic-0", "attributes": {"kind": {"string": "nic"}}}]},
+    }))
+    .unwrap();
+    let claim: k8s_openapi::api::resource::v1::ResourceClaim = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "used", "namespace": "ns"},
+        "status": {"allocation": {"devices": {"results": [
+            {"request": "r", "driver": "gpu.example.com", "pool": "n1", "device": "gpu-0"}]}}},
+    }))
+    .unwrap();
+    let a = args("scoringStrategy: {type: LeastAllocated, resources: [{name: example.com/gpu, weight: 1}]}");
+    let p = pod("new", None, &[("cpu", "1"), ("example.com/gpu", "1")]);
+    let n = node(&[("cpu", "4"), ("memory", "8Gi"), ("pods", "3")]);
+    let mut c = cluster(&n, &[]);
+    assert_eq!(score(&a, &p, &n, &c), 0, "no class: nothing to score");
+    c.dra_mut().apply_class(Arc::new(class));
+    c.dra_mut().replace_slices(vec![Arc::new(slice)]);
+    c.dra_mut().replace_claims(vec![Arc::new(claim)]);
+    // 4 GPUs, 1 allocated, the pod asks 1: (4 - 2) × 100 / 4.
+    assert_eq!(score(&a, &p, &n, &c), 50);
+    let most = args("scoringStrategy: {type: MostAllocated, resources: [{name: example.com/gpu, weight: 1}]}");
+    assert_eq!(score(&most, &p, &n, &c), 50);
+    // A device plugin's allocatable counts as ever: 2, none in use, the pod asks 1.
+    let with_plugin = node(&[("cpu", "4"), ("memory", "8Gi"), ("pods", "3"), ("example.com/gpu", "2")]);
+    assert_eq!(score(&a, &p, &with_plugin, &c), 50);
+    let with_more = node(&[("cpu", "4"), ("memory", "8Gi"), ("pods", "3"), ("example.com/gpu", "8")]);
+    assert_eq!(score(&a, &p, &with_more, &c), 87);
+}

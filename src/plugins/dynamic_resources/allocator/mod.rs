@@ -25,10 +25,12 @@
 //! - [`capacity`]: what a request consumes of a device's capacity, and whether it fits;
 //! - [`result`]: the `AllocationResult` of each claim;
 //! - [`share_id`]: the `shareID` of each share of a device;
-//! - [`census`]: for `/explain`, the requests no node can satisfy.
+//! - [`census`]: for `/explain`, the requests no node can satisfy;
+//! - [`class_devices`]: for the resource scores, a class's devices on a node.
 
 mod capacity;
 mod cel;
+mod class_devices;
 mod census;
 #[cfg(test)]
 mod cel_tests;
@@ -58,6 +60,7 @@ use k8s_openapi::api::resource::v1::{AllocationResult, DeviceClass, ResourceClai
 use crate::cache::dra_taints::TaintRules;
 use crate::objects::NodeInfo;
 pub use census::{ChoiceCensus, Unsatisfiable};
+pub use class_devices::ClassDevices;
 pub use plan::ALLOCATION_RESULTS_MAX_SIZE;
 use plan::ClaimPlan;
 pub use types::{AllocatedDevices, AllocatorError, DeviceId, HeldDevice};
