@@ -16,6 +16,7 @@ mod cycle_state;
 pub mod explain;
 mod fit_error;
 pub mod interface;
+mod pod_events;
 mod pre_filter_result;
 pub mod queueing;
 mod runner;
@@ -32,6 +33,7 @@ pub use interface::{
     PreBindPlugin, PreEnqueuePlugin, PreFilterExtensions, PreFilterPlugin, PreScorePlugin,
     QueueSortPlugin, QueuedPodInfo, ReservePlugin, ScorePlugin, candidates,
 };
+pub use pod_events::{PodEventSink, PodEvents};
 pub use pre_filter_result::PreFilterResult;
 pub use queueing::{EnqueueExtensions, EventHint, QueueingHint, queue_if};
 pub use runner::{

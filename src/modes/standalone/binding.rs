@@ -24,8 +24,8 @@ use tracing::warn;
 use super::cycle::Failure;
 use super::report::Reporter;
 use crate::framework::{
-    ApiWrite, Code, CycleState, ExtensionPoint, Framework, Nominating, PluginError, WaitingPod,
-    WaitingPods, fit_error_message,
+    ApiWrite, Code, CycleState, ExtensionPoint, Framework, Nominating, PluginError, PodEventSink,
+    WaitingPod, WaitingPods, fit_error_message,
 };
 use crate::metrics::Metrics;
 use crate::objects::PodInfo;
@@ -105,8 +105,8 @@ pub struct BindingCycle<'a> {
     pub framework: &'a Framework,
     /// The API client PreBind and Bind plugins use.
     pub client: &'a Client,
-    /// Writes `nominatedNodeName`.
-    pub reporter: &'a Reporter,
+    /// Writes `nominatedNodeName`, and the events plugins report ([`PodEventSink`]).
+    pub reporter: &'a Arc<Reporter>,
     /// Pods waiting at Permit.
     pub waiting: &'a WaitingPods,
     /// Bind slots: one is held from PreBind through Bind (design §8).
@@ -166,6 +166,7 @@ impl BindingCycle<'_> {
                 }
             },
         };
+        state.write(PodEventSink(self.reporter.clone()));
         fw.pre_bind(state, pod, node, self.client).await?;
         let started = Instant::now();
         let bound = fw.bind(state, pod, node, self.client).await;

@@ -1,6 +1,7 @@
 //! Telling users what happened, as kube-scheduler does: a `Scheduled` or
 //! `FailedScheduling` event on the pod, and its `PodScheduled` condition.
 
+use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use kube::api::{Patch, PatchParams};
 use kube::runtime::events::{Event, EventType};
@@ -10,6 +11,7 @@ use tracing::warn;
 
 use super::cycle::Failure;
 use super::events::EventRecorder;
+use crate::framework::PodEvents;
 use crate::objects::PodInfo;
 
 /// Publishes scheduling outcomes.
@@ -61,6 +63,20 @@ impl Reporter {
         };
         if let Err(e) = self.recorder.publish(&event, &object_ref(pod)).await {
             warn!(pod = %pod.key(), error = %e, "could not record Scheduled event");
+        }
+    }
+
+    /// A `Normal` event a plugin reports about `pod` ([`PodEvents`]).
+    async fn plugin_event(&self, pod: &PodInfo, reason: &str, action: &str, note: String) {
+        let event = Event {
+            type_: EventType::Normal,
+            reason: reason.into(),
+            note: Some(note),
+            action: action.into(),
+            secondary: None,
+        };
+        if let Err(e) = self.recorder.publish(&event, &object_ref(pod)).await {
+            warn!(pod = %pod.key(), reason, error = %e, "could not record a plugin's event");
         }
     }
 
@@ -125,5 +141,17 @@ impl Reporter {
         {
             warn!(pod = %pod.key(), error = %e, "could not set PodScheduled condition");
         }
+    }
+}
+
+impl PodEvents for Reporter {
+    fn normal<'a>(
+        &'a self,
+        pod: &'a PodInfo,
+        reason: &'a str,
+        action: &'a str,
+        note: String,
+    ) -> BoxFuture<'a, ()> {
+        Box::pin(self.plugin_event(pod, reason, action, note))
     }
 }

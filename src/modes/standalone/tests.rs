@@ -283,7 +283,7 @@ mod binding_cycle {
     struct Rig {
         client: kube::Client,
         seen: Arc<Mutex<Vec<String>>>,
-        reporter: Reporter,
+        reporter: Arc<Reporter>,
         waiting: WaitingPods,
         slots: Arc<Semaphore>,
         metrics: Metrics,
@@ -294,7 +294,7 @@ mod binding_cycle {
             let seen = Arc::new(Mutex::new(Vec::new()));
             let client = api_server(seen.clone());
             Rig {
-                reporter: Reporter::new(client.clone(), "placer", "test"),
+                reporter: Arc::new(Reporter::new(client.clone(), "placer", "test")),
                 client,
                 seen,
                 waiting: WaitingPods::default(),

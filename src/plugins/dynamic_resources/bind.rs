@@ -34,7 +34,7 @@ use super::binding_conditions::{has_binding_conditions, wait_until_ready};
 use super::extended::{ExtendedChoice, IN_MEMORY_NAME};
 use super::filter::{DraCycle, devices_of};
 use super::{DynamicResources, InFlight, kobj};
-use crate::framework::{ApiWrite, CycleState, PreBindPlugin, ReservePlugin, Status};
+use crate::framework::{ApiWrite, CycleState, PodEventSink, PreBindPlugin, ReservePlugin, Status};
 use crate::objects::PodInfo;
 
 /// The finalizer that keeps an allocated claim from vanishing under its
@@ -325,6 +325,10 @@ impl PreBindPlugin for DynamicResources {
                     .collect()
             };
             if claims.iter().any(|c| has_binding_conditions(c)) {
+                if let Some(PodEventSink(events)) = state.read::<PodEventSink>() {
+                    let note = format!("waiting for binding conditions for device on node {node}");
+                    (events.normal(pod, "BindingConditionsPending", "Scheduling", note)).await;
+                }
                 let names: Vec<String> =
                     claims.iter().filter_map(|c| c.metadata.name.clone()).collect();
                 let api: Api<ResourceClaim> = Api::namespaced(client.clone(), &pod.namespace);

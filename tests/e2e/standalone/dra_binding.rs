@@ -1,7 +1,8 @@
 //! Binding conditions (DRADeviceBindingConditions, on by default in v1.37): the test driver
 //! publishes a device that must be attached before a pod may use it. placer and stock
 //! kube-scheduler, each on its own node, claim and device, allocate the device, then wait in
-//! PreBind; the pod binds only once the driver reports the device attached.
+//! PreBind (reporting `BindingConditionsPending` on the pod); the pod binds only once the driver
+//! reports the device attached.
 
 use k8s_openapi::api::resource::v1::ResourceSlice;
 
@@ -84,6 +85,21 @@ async fn pre_bind_waits_for_binding_conditions_as_kube_scheduler_does() -> anyho
             },
         )
         .await?;
+        // Both say why the pod waits, as kube-scheduler's PreBind does.
+        let pending = env
+            .wait_pod_event(&name, "BindingConditionsPending")
+            .await?;
+        assert_eq!(
+            pending.message.as_deref(),
+            Some(
+                format!(
+                    "waiting for binding conditions for device on node {}",
+                    nodes[0]
+                )
+                .as_str()
+            ),
+            "{scheduler}"
+        );
         env.assert_stays_unbound(&name, Duration::from_secs(6))
             .await
             .with_context(|| format!("{scheduler} bound {name} before the device was attached"))?;
