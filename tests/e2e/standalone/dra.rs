@@ -68,8 +68,19 @@ pub(super) async fn publish(
             } })
         })
         .collect();
+    publish_slice(env, node, "gpus", json!(devices)).await
+}
+
+/// Publishes `devices` (a JSON list) for `node` in one slice `<node>-<suffix>` of the test
+/// driver (pool = node).
+pub(super) async fn publish_slice(
+    env: &TestEnv,
+    node: &str,
+    suffix: &str,
+    devices: Value,
+) -> anyhow::Result<()> {
     let slice: ResourceSlice = serde_json::from_value(json!({
-        "metadata": { "name": format!("{node}-gpus") },
+        "metadata": { "name": format!("{node}-{suffix}") },
         "spec": {
             "driver": DRIVER,
             "nodeName": node,
@@ -80,7 +91,7 @@ pub(super) async fn publish(
     Api::<ResourceSlice>::all(env.client().clone())
         .create(&PostParams::default(), &slice)
         .await
-        .with_context(|| format!("publish {node}'s devices"))?;
+        .with_context(|| format!("publish {node}'s {suffix}"))?;
     Ok(())
 }
 

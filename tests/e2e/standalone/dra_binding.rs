@@ -4,30 +4,16 @@
 //! PreBind (reporting `BindingConditionsPending` on the pod); the pod binds only once the driver
 //! reports the device attached.
 
-use k8s_openapi::api::resource::v1::ResourceSlice;
-
-use super::dra::{DRIVER, allocations, claim_spec, device_class};
+use super::dra::{DRIVER, allocations, claim_spec, device_class, publish_slice};
 use super::volume_compare::{COPY, copy_nodes};
 use super::*;
 use crate::harness::compare::{SideBySide, comparable_plugins};
 
 /// Publishes `node`'s one device, which binds only once `Attached` is true.
 async fn publish_attachable(env: &TestEnv, node: &str) -> anyhow::Result<()> {
-    let slice: ResourceSlice = serde_json::from_value(json!({
-        "metadata": { "name": format!("{node}-gpus") },
-        "spec": {
-            "driver": DRIVER,
-            "nodeName": node,
-            "pool": { "name": node, "generation": 1, "resourceSliceCount": 1 },
-            "devices": [{ "name": "gpu-0",
-                "bindingConditions": ["Attached"], "bindingFailureConditions": ["AttachFailed"] }],
-        },
-    }))?;
-    Api::<ResourceSlice>::all(env.client().clone())
-        .create(&PostParams::default(), &slice)
-        .await
-        .with_context(|| format!("publish {node}'s device"))?;
-    Ok(())
+    let devices = json!([{ "name": "gpu-0",
+        "bindingConditions": ["Attached"], "bindingFailureConditions": ["AttachFailed"] }]);
+    publish_slice(env, node, "gpus", devices).await
 }
 
 /// The driver reports `node`'s device of claim `name` attached.

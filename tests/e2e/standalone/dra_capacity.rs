@@ -5,39 +5,24 @@
 //! the same way: the same consumed amounts, a share ID per allocation, and the same
 //! FailedScheduling text for the pod the rest of the bandwidth cannot hold.
 
-use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceSlice};
+use k8s_openapi::api::resource::v1::ResourceClaim;
 
-use super::dra::{DRIVER, device_class};
+use super::dra::{device_class, publish_slice};
 use super::volume_compare::{COPY, copy_nodes};
 use super::*;
 use crate::harness::compare::{SideBySide, assert_same_failure, comparable_plugins};
 
 /// Publishes `node`'s shareable NIC.
 async fn publish_nic(env: &TestEnv, node: &str) -> anyhow::Result<()> {
-    let slice: ResourceSlice = serde_json::from_value(json!({
-        "metadata": { "name": format!("{node}-nics") },
-        "spec": {
-            "driver": DRIVER,
-            "nodeName": node,
-            "pool": { "name": node, "generation": 1, "resourceSliceCount": 1 },
-            "devices": [{
-                "name": "nic-0",
-                "allowMultipleAllocations": true,
-                "capacity": { "bandwidth": {
-                    "value": "10G",
-                    "requestPolicy": {
-                        "default": "1G",
-                        "validRange": { "min": "1G", "step": "1G" },
-                    },
-                } },
-            }],
-        },
-    }))?;
-    Api::<ResourceSlice>::all(env.client().clone())
-        .create(&PostParams::default(), &slice)
-        .await
-        .with_context(|| format!("publish {node}'s NIC"))?;
-    Ok(())
+    let nic = json!([{
+        "name": "nic-0",
+        "allowMultipleAllocations": true,
+        "capacity": { "bandwidth": {
+            "value": "10G",
+            "requestPolicy": { "default": "1G", "validRange": { "min": "1G", "step": "1G" } },
+        } },
+    }]);
+    publish_slice(env, node, "nics", nic).await
 }
 
 /// A claim `name` for one NIC of class `nic`, asking for `bandwidth` (or for the default).
