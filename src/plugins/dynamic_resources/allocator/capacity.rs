@@ -55,9 +55,11 @@ impl Amount {
         let suffix = s.trim().trim_start_matches(|c: char| {
             c.is_ascii_digit() || matches!(c, '.' | '+' | '-')
         });
+        // As Go's suffix lookup: the SI tables first (so "E" is exa), then
+        // an exponent.
         let format = if suffix.ends_with('i') {
             Format::BinarySI
-        } else if suffix.starts_with(['e', 'E']) {
+        } else if suffix.len() > 1 && suffix.starts_with(['e', 'E']) {
             Format::DecimalExponent
         } else {
             Format::DecimalSI
