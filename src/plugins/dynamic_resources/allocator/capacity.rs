@@ -20,7 +20,9 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::resource::v1::{CapacityRequestPolicy, CapacityRequestPolicyRange, DeviceCapacity};
+use k8s_openapi::api::resource::v1::{
+    CapacityRequestPolicy, CapacityRequestPolicyRange, Device, DeviceCapacity,
+};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use crate::objects::resources::parse_scaled;
@@ -186,12 +188,27 @@ pub(super) fn subtract_from(from: &mut Consumed, amounts: &[(String, Amount)]) {
     }
 }
 
+/// Whether `requests` fit what is left of `device`'s capacity ([`fits`]),
+/// skipping, without parsing anything, the devices [`needs_check`] rules out.
+pub(super) fn device_fits(
+    requests: &CapacityRequests,
+    device: &Device,
+    held: Option<&Consumed>,
+    taking: Option<&Consumed>,
+) -> Result<bool, String> {
+    let shared = device.allow_multiple_allocations == Some(true);
+    if !needs_check(requests, device.capacity.as_ref(), shared) {
+        return Ok(true);
+    }
+    fits(requests, device.capacity.as_ref(), held, taking)
+}
+
 /// Whether a device needs the capacity check at all: it does when it is
 /// shared, when the request asks for capacity, or when some capacity has a
 /// policy or a negative value (which a filled request would break). For
 /// every other device the check passes by construction (each capacity is
 /// consumed whole, once), so it is skipped without parsing anything.
-pub(super) fn needs_check(
+fn needs_check(
     requests: &CapacityRequests,
     capacity: Option<&BTreeMap<String, DeviceCapacity>>,
     shared: bool,
@@ -224,7 +241,7 @@ pub(super) fn fits(
     }
     // Every amount first, so that an error never depends on which
     // capacity breaks a policy first.
-    let resolved = consumption(requests, capacity)?;
+    let resolved = consumption(requests, Some(capacity))?;
     for ((name, cap), (_, consumed)) in capacity.iter().zip(&resolved) {
         if violates_policy(*consumed, cap.request_policy.as_ref())? {
             return Ok(false);
@@ -242,10 +259,10 @@ pub(super) fn fits(
 /// `GetConsumedCapacityFromRequest`), in capacity name order.
 pub(super) fn consumption(
     requests: &CapacityRequests,
-    capacity: &BTreeMap<String, DeviceCapacity>,
+    capacity: Option<&BTreeMap<String, DeviceCapacity>>,
 ) -> Result<Vec<(String, Amount)>, String> {
-    let mut out = Vec::with_capacity(capacity.len());
-    for (name, cap) in capacity {
+    let mut out = Vec::with_capacity(capacity.map_or(0, BTreeMap::len));
+    for (name, cap) in capacity.into_iter().flatten() {
         let consumed = consumed_of(requests.0.get(name).copied(), cap)
             .map_err(|e| format!("capacity {name:?}: {e}"))?;
         if consumed.nano < 0 {

@@ -67,7 +67,7 @@ fn one_capacity(c: DeviceCapacity) -> BTreeMap<String, DeviceCapacity> {
 /// as Go writes it.
 fn consumed(requested: Option<&str>, c: DeviceCapacity) -> Result<String, String> {
     let pairs: Vec<(&str, &str)> = requested.map(|r| ("bw", r)).into_iter().collect();
-    consumption(&requests(&pairs), &one_capacity(c)).map(|v| v[0].1.canonical())
+    consumption(&requests(&pairs), Some(&one_capacity(c))).map(|v| v[0].1.canonical())
 }
 
 #[test]

@@ -138,13 +138,9 @@ fn count(
                 continue;
             }
             // A shared device is free while what its shares leave fits.
-            let shared = device.allow_multiple_allocations == Some(true);
-            if capacity::needs_check(&choice.capacity, device.capacity.as_ref(), shared) {
-                let held = allocated.shares_of(driver, pool, &device.name);
-                let left = capacity::fits(&choice.capacity, device.capacity.as_ref(), held, None);
-                if left != Ok(true) {
-                    continue;
-                }
+            let held = allocated.shares_of(driver, pool, &device.name);
+            if capacity::device_fits(&choice.capacity, device, held, None) != Ok(true) {
+                continue;
             }
             free += 1;
             match spec.node_name.as_deref().or(device.node_name.as_deref()) {

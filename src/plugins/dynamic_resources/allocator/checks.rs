@@ -283,7 +283,6 @@ impl<'a> ShareState<'a> {
 
     /// Whether `requests` fit the remaining capacity of `device` (Go's
     /// `CmpRequestOverCapacity` with the allocated and in-search amounts).
-    /// Devices that need no check fit without any parsing.
     pub fn fits(
         &self,
         key: DeviceKey<'a>,
@@ -291,13 +290,9 @@ impl<'a> ShareState<'a> {
         device: &Device,
         allocated: &AllocatedDevices,
     ) -> Result<bool, String> {
-        let shared = device.allow_multiple_allocations == Some(true);
-        if !capacity::needs_check(requests, device.capacity.as_ref(), shared) {
-            return Ok(true);
-        }
         let held = allocated.shares_of(key.0, key.1, key.2);
         let taking = self.taking.get(&key).map(|(_, c)| c);
-        capacity::fits(requests, device.capacity.as_ref(), held, taking)
+        capacity::device_fits(requests, device, held, taking)
     }
 
     /// Records a share of `key` consuming `consumed`.

@@ -194,20 +194,16 @@ impl<'s, 'a> Search<'s, 'a> {
                 // The device's capacity alone, not what is left of it: a
                 // device too full for the request stays in "all", so that
                 // the request fails rather than getting fewer devices.
-                let shared = device.allow_multiple_allocations == Some(true);
-                if capacity::needs_check(&choice.capacity, device.capacity.as_ref(), shared) {
-                    let fits = capacity::fits(&choice.capacity, device.capacity.as_ref(), None, None)
-                        .map_err(|e| {
-                            AllocatorError::fatal(format!(
-                                "claim {}, request {name}: checking capacity for device {}: {e}",
-                                claim.key, device.name
-                            ))
-                        })?;
-                    if !fits {
-                        continue;
-                    }
+                let fits = capacity::device_fits(&choice.capacity, device, None, None)
+                    .map_err(|e| {
+                        AllocatorError::fatal(format!(
+                            "claim {}, request {name}: checking capacity for device {}: {e}",
+                            claim.key, device.name
+                        ))
+                    })?;
+                if fits {
+                    devices.push(candidate);
                 }
-                devices.push(candidate);
             }
         }
         Ok(devices)
@@ -454,19 +450,23 @@ impl<'s, 'a> Search<'s, 'a> {
     /// `doing` words the error (`checking` while scanning, `rechecking`
     /// when taking), as Go words it.
     fn capacity_fits(&self, at: At, c: Candidate<'a>, doing: &str) -> Result<bool, AllocatorError> {
+        let choice = &self.claims[at.claim].requests[at.request].choices[at.choice];
+        self.shares
+            .fits(self.key(c), &choice.capacity, c.device, self.allocated)
+            .map_err(|e| self.capacity_error(at, c, &format!("{doing} capacity"), &e))
+    }
+
+    /// A capacity error of the request at `at` on `c`, worded as Go's:
+    /// "claim X, request Y: `what` for device D: `e`".
+    fn capacity_error(&self, at: At, c: Candidate<'a>, what: &str, e: &str) -> AllocatorError {
         let claim = &self.claims[at.claim];
         let request = &claim.requests[at.request];
-        let choice = &request.choices[at.choice];
-        let key = self.key(c);
-        self.shares
-            .fits(key, &choice.capacity, c.device, self.allocated)
-            .map_err(|e| {
-                let name = choice.sub_name.as_deref().unwrap_or(&request.name);
-                AllocatorError::fatal(format!(
-                    "claim {}, request {name}: {doing} capacity for device {}/{}/{}: {e}",
-                    claim.key, key.0, key.1, key.2
-                ))
-            })
+        let name = (request.choices[at.choice].sub_name.as_deref()).unwrap_or(&request.name);
+        let (driver, pool, device) = self.key(c);
+        AllocatorError::fatal(format!(
+            "claim {}, request {name}: {what} for device {driver}/{pool}/{device}: {e}",
+            claim.key
+        ))
     }
 
     /// Takes `c` for the device at `at` if it is free, untainted, within the
@@ -549,22 +549,11 @@ impl<'s, 'a> Search<'s, 'a> {
             }
         }
         let share = if shared {
-            let consumed = capacity::consumption(
-                &choice.capacity,
-                c.device.capacity.as_ref().unwrap_or(&Default::default()),
-            )
-            .map_err(|e| {
-                let name = choice.sub_name.as_deref().unwrap_or(&request.name);
-                AllocatorError::fatal(format!(
-                    "claim {}, request {name}: computing consumed capacity for device {}/{}/{}: {e}",
-                    claim.key, key.0, key.1, key.2
-                ))
-            });
-            let consumed = match consumed {
+            let consumed = match capacity::consumption(&choice.capacity, c.device.capacity.as_ref()) {
                 Ok(consumed) => consumed,
                 Err(e) => {
                     self.undo(at, c, &taken)?;
-                    return Err(e);
+                    return Err(self.capacity_error(at, c, "computing consumed capacity", &e));
                 }
             };
             self.shares.take(key, &consumed);
