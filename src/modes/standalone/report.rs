@@ -49,6 +49,13 @@ impl Reporter {
         }
     }
 
+    /// Publishes `event` about `pod`; a failure is logged, never the caller's.
+    async fn record(&self, pod: &PodInfo, event: &Event) {
+        if let Err(e) = self.recorder.publish(event, &object_ref(pod)).await {
+            warn!(pod = %pod.key(), reason = %event.reason, error = %e, "could not record an event");
+        }
+    }
+
     /// "Successfully assigned ns/pod to node".
     pub async fn scheduled(&self, pod: &PodInfo, node: &str) {
         let event = Event {
@@ -61,9 +68,7 @@ impl Reporter {
             action: "Binding".into(),
             secondary: None,
         };
-        if let Err(e) = self.recorder.publish(&event, &object_ref(pod)).await {
-            warn!(pod = %pod.key(), error = %e, "could not record Scheduled event");
-        }
+        self.record(pod, &event).await;
     }
 
     /// A `Normal` event a plugin reports about `pod` ([`PodEvents`]).
@@ -75,9 +80,7 @@ impl Reporter {
             action: action.into(),
             secondary: None,
         };
-        if let Err(e) = self.recorder.publish(&event, &object_ref(pod)).await {
-            warn!(pod = %pod.key(), reason, error = %e, "could not record a plugin's event");
-        }
+        self.record(pod, &event).await;
     }
 
     /// The `Preempted` event on a victim, naming its preemptor.
@@ -89,9 +92,7 @@ impl Reporter {
             action: "Preempting".into(),
             secondary: Some(object_ref(preemptor)),
         };
-        if let Err(e) = self.recorder.publish(&event, &object_ref(victim)).await {
-            warn!(pod = %victim.key(), error = %e, "could not record Preempted event");
-        }
+        self.record(victim, &event).await;
     }
 
     /// Sets `status.nominatedNodeName` to the node the pod is about to be
@@ -116,9 +117,7 @@ impl Reporter {
             action: "Scheduling".into(),
             secondary: None,
         };
-        if let Err(e) = self.recorder.publish(&event, &object_ref(pod)).await {
-            warn!(pod = %pod.key(), error = %e, "could not record FailedScheduling event");
-        }
+        self.record(pod, &event).await;
         let mut condition = json!({"status": {"conditions": [{
             "type": "PodScheduled",
             "status": "False",
