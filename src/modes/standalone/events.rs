@@ -6,8 +6,14 @@
 //! event on each publish: one `Scheduled` event per pod makes that quadratic in a burst (4 % of
 //! standalone placer's CPU at 5,000 pods, growing with the burst). Here expiries wait in a queue
 //! in publishing order, so each publish looks only at the events that expired.
+//!
+//! A burst keeps one cache entry per pod for six minutes, so an entry holds only what a repeat
+//! sends: the first event's name and its series so far. The repeat is a merge patch of `series`
+//! alone, as client-go's event broadcaster sends it (`createPatchBytesForSeries`), not the whole
+//! event again, which kube-rs keeps and resends (about 2 KB per pod held for six minutes).
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::{Event as K8sEvent, EventSeries};
@@ -52,22 +58,39 @@ impl From<&ObjectReference> for ObjectKey {
     }
 }
 
-/// The events published in the last [`SERIES_TTL`], by key, with their expiries in order.
-#[derive(Default)]
-struct SeriesCache {
-    events: HashMap<EventKey, K8sEvent>,
-    /// `(last observed, key)` for every publish, oldest first; a key republished since has a
-    /// later entry, so an entry whose event was observed again is skipped when it expires.
-    expiries: VecDeque<(Timestamp, EventKey)>,
+/// An event published in the last [`SERIES_TTL`]: what a repeat of it needs.
+struct Published {
+    /// The first event's `metadata.name`, which repeats patch.
+    name: String,
+    /// How many times it was observed (1: no series yet).
+    count: i32,
+    /// When it was last observed.
+    last_observed: Timestamp,
 }
 
-/// When `event` was last seen: its series' last observation, else its time.
-fn last_observed(event: &K8sEvent) -> Option<Timestamp> {
-    match (&event.series, &event.event_time) {
-        (Some(series), _) => Some(series.last_observed_time.0),
-        (None, Some(time)) => Some(time.0),
-        (None, None) => None,
-    }
+/// A repeat of a published event: the series to patch onto it.
+#[derive(Debug, PartialEq)]
+struct Repeat {
+    /// The first event's name.
+    name: String,
+    /// Its series, counted on.
+    series: EventSeries,
+}
+
+/// The merge patch of a repeat: `series` alone.
+#[derive(Debug, serde::Serialize)]
+struct SeriesPatch<'a> {
+    series: &'a EventSeries,
+}
+
+/// The events published in the last [`SERIES_TTL`], by key, with their expiries in order. Each
+/// key is held once, shared by its entry and its expiries.
+#[derive(Default)]
+struct SeriesCache {
+    events: HashMap<Arc<EventKey>, Published>,
+    /// `(last observed, key)` for every publish, oldest first; a key republished since has a
+    /// later entry, so an entry whose event was observed again is skipped when it expires.
+    expiries: VecDeque<(Timestamp, Arc<EventKey>)>,
 }
 
 impl SeriesCache {
@@ -83,7 +106,7 @@ impl SeriesCache {
             let Some((observed, key)) = self.expiries.pop_front() else {
                 break;
             };
-            let current = self.events.get(&key).and_then(last_observed);
+            let current = self.events.get(&key).map(|p| p.last_observed);
             if current.is_some_and(|last| last <= observed) {
                 self.events.remove(&key);
             }
@@ -91,21 +114,33 @@ impl SeriesCache {
         looked
     }
 
-    /// The event to send for `key` at `now`: the cached one with its series counted on, or none.
-    fn repeat(&self, key: &EventKey, now: Timestamp) -> Option<K8sEvent> {
-        let cached = self.events.get(key)?;
-        let count = cached.series.as_ref().map_or(2, |s| s.count + 1);
-        let mut event = cached.clone();
-        event.series = Some(EventSeries {
-            count,
-            last_observed_time: MicroTime(now),
-        });
-        Some(event)
+    /// The series to patch for `key` at `now`, when an isomorphic event was published.
+    fn repeat(&self, key: &EventKey, now: Timestamp) -> Option<Repeat> {
+        let published = self.events.get(key)?;
+        Some(Repeat {
+            name: published.name.clone(),
+            series: EventSeries {
+                count: published.count + 1,
+                last_observed_time: MicroTime(now),
+            },
+        })
     }
 
-    fn remember(&mut self, key: EventKey, event: K8sEvent, now: Timestamp) {
+    /// Records that the event `name` for `key` was observed for the `count`th time at `now`.
+    fn remember(&mut self, key: EventKey, name: String, count: i32, now: Timestamp) {
+        let key = match self.events.get_key_value(&key) {
+            Some((shared, _)) => shared.clone(),
+            None => Arc::new(key),
+        };
         self.expiries.push_back((now, key.clone()));
-        self.events.insert(key, event);
+        self.events.insert(
+            key,
+            Published {
+                name,
+                count,
+                last_observed: now,
+            },
+        );
     }
 }
 
@@ -150,20 +185,20 @@ impl EventRecorder {
         };
         let namespace = regarding.namespace.as_deref().unwrap_or("default");
         let api: Api<K8sEvent> = Api::namespaced(self.client.clone(), namespace);
-        let event = match repeat {
-            Some(event) => {
-                let name = event.metadata.name.clone().unwrap_or_default();
-                api.patch(&name, &PatchParams::default(), &Patch::Merge(&event))
+        let (name, count) = match repeat {
+            Some(Repeat { name, series }) => {
+                let patch = SeriesPatch { series: &series };
+                api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
                     .await?;
-                event
+                (name, series.count)
             }
             None => {
                 let event = self.new_event(ev, regarding, now);
                 api.create(&PostParams::default(), &event).await?;
-                event
+                (event.metadata.name.unwrap_or_default(), 1)
             }
         };
-        self.cache.lock().remember(key, event, now);
+        self.cache.lock().remember(key, name, count, now);
         Ok(())
     }
 
@@ -195,6 +230,11 @@ impl EventRecorder {
 
 #[cfg(test)]
 mod tests {
+    use std::convert::Infallible;
+    use std::sync::Mutex;
+
+    use kube::client::Body;
+
     use super::*;
 
     fn pod(name: &str) -> ObjectReference {
@@ -218,41 +258,36 @@ mod tests {
         }
     }
 
-    fn event_at(time: Timestamp) -> K8sEvent {
-        K8sEvent {
-            event_time: Some(MicroTime(time)),
-            metadata: ObjectMeta {
-                name: Some("first".into()),
-                ..Default::default()
-            },
-            ..Default::default()
-        }
-    }
-
     fn at(minutes: i64) -> Timestamp {
         Timestamp::UNIX_EPOCH + SignedDuration::from_mins(minutes)
     }
 
-    /// Publishes for `key` at `now` as [`EventRecorder::publish`] does, without the API.
-    fn publish(cache: &mut SeriesCache, key: EventKey, now: Timestamp) -> K8sEvent {
+    /// Publishes for `key` at `now` as [`EventRecorder::publish`] does, without the API: a new
+    /// event is named `first-<minute>`.
+    fn publish(cache: &mut SeriesCache, key: EventKey, now: Timestamp) -> Option<Repeat> {
         cache.expire(now);
-        let event = cache.repeat(&key, now).unwrap_or_else(|| event_at(now));
-        cache.remember(key, event.clone(), now);
-        event
+        let repeat = cache.repeat(&key, now);
+        let (name, count) = match &repeat {
+            Some(r) => (r.name.clone(), r.series.count),
+            None => (format!("first-{}", now.as_second() / 60), 1),
+        };
+        cache.remember(key, name, count, now);
+        repeat
     }
 
     #[test]
     fn a_repeat_within_six_minutes_counts_on_the_first_events_series() {
         let mut cache = SeriesCache::default();
-        assert!(publish(&mut cache, key("a"), at(0)).series.is_none());
+        assert!(publish(&mut cache, key("a"), at(0)).is_none());
         let second = publish(&mut cache, key("a"), at(5));
         let third = publish(&mut cache, key("a"), at(10));
-        assert_eq!(second.series.as_ref().map(|s| s.count), Some(2));
-        assert_eq!(third.series.as_ref().map(|s| s.count), Some(3));
-        assert_eq!(third.metadata.name.as_deref(), Some("first"));
+        assert_eq!(second.as_ref().map(|r| r.series.count), Some(2));
+        let third = third.expect("a repeat");
+        assert_eq!(third.series.count, 3);
+        assert_eq!(third.name, "first-0", "the first event is the one patched");
         assert_eq!(
-            third.series.map(|s| s.last_observed_time.0),
-            Some(at(10)),
+            third.series.last_observed_time.0,
+            at(10),
             "the series was last observed now"
         );
     }
@@ -262,28 +297,28 @@ mod tests {
         let mut cache = SeriesCache::default();
         publish(&mut cache, key("a"), at(0));
         publish(&mut cache, key("b"), at(3));
-        assert!(publish(&mut cache, key("a"), at(6)).series.is_none());
+        assert!(publish(&mut cache, key("a"), at(6)).is_none());
         let b = publish(&mut cache, key("b"), at(8));
-        assert_eq!(b.series.map(|s| s.count), Some(2), "b was seen 5 min ago");
+        assert_eq!(b.map(|r| r.series.count), Some(2), "b was seen 5 min ago");
     }
 
     #[test]
     fn other_objects_or_reasons_are_other_events() {
         let mut cache = SeriesCache::default();
         publish(&mut cache, key("a"), at(0));
-        assert!(publish(&mut cache, key("b"), at(1)).series.is_none());
+        assert!(publish(&mut cache, key("b"), at(1)).is_none());
         let scheduled = EventKey {
             warning: false,
             reason: "Scheduled".into(),
             action: "Binding".into(),
             ..key("a")
         };
-        assert!(publish(&mut cache, scheduled, at(1)).series.is_none());
+        assert!(publish(&mut cache, scheduled, at(1)).is_none());
         let related = EventKey {
             related: Some((&pod("b")).into()),
             ..key("a")
         };
-        assert!(publish(&mut cache, related, at(1)).series.is_none());
+        assert!(publish(&mut cache, related, at(1)).is_none());
     }
 
     #[test]
@@ -296,5 +331,87 @@ mod tests {
         publish(&mut cache, key("late"), at(3));
         assert_eq!(cache.expire(at(6)), 1000);
         assert_eq!(cache.events.len(), 1, "only the late event is left");
+    }
+
+    #[test]
+    fn a_republished_key_is_held_once() {
+        let mut cache = SeriesCache::default();
+        for minute in 0..4 {
+            publish(&mut cache, key("a"), at(minute));
+        }
+        assert_eq!(cache.expiries.len(), 4);
+        let (shared, _) = cache.events.iter().next().expect("one entry");
+        assert_eq!(
+            Arc::strong_count(shared),
+            5,
+            "the entry and its four expiries share one key"
+        );
+    }
+
+    /// Every request the stand-in API server got: method, path and body.
+    type Seen = Arc<Mutex<Vec<(String, String, serde_json::Value)>>>;
+
+    /// An API server that answers every request with `201 {}` and records it.
+    fn api_server(seen: Seen) -> Client {
+        let service = tower::service_fn(move |req: http::Request<Body>| {
+            let seen = seen.clone();
+            async move {
+                let (parts, body) = req.into_parts();
+                let bytes = http_body_util::BodyExt::collect(body)
+                    .await
+                    .map(|b| b.to_bytes())
+                    .unwrap_or_default();
+                let json = serde_json::from_slice(&bytes).unwrap_or_default();
+                if let Ok(mut seen) = seen.lock() {
+                    seen.push((parts.method.to_string(), parts.uri.path().to_owned(), json));
+                }
+                let reply = http::Response::builder()
+                    .status(201)
+                    .header("content-type", "application/json")
+                    .body(Body::from(b"{}".to_vec()))
+                    .expect("a static response");
+                Ok::<_, Infallible>(reply)
+            }
+        });
+        Client::new(service, "default")
+    }
+
+    #[tokio::test]
+    async fn a_repeat_patches_only_the_series_of_the_first_event() {
+        let seen = Seen::default();
+        let recorder = EventRecorder::new(api_server(seen.clone()), "placer", "placer-0");
+        let event = Event {
+            type_: EventType::Warning,
+            reason: "FailedScheduling".into(),
+            note: Some("0/3 nodes are available".into()),
+            action: "Scheduling".into(),
+            secondary: None,
+        };
+        for _ in 0..3 {
+            recorder.publish(&event, &pod("a")).await.unwrap();
+        }
+        let seen = seen.lock().unwrap().clone();
+        let [
+            (create, events, first),
+            (patch, path, series),
+            (_, again, third),
+        ] = &seen[..]
+        else {
+            panic!("three requests expected: {seen:?}");
+        };
+        assert_eq!(
+            (create.as_str(), events.as_str()),
+            ("POST", "/apis/events.k8s.io/v1/namespaces/ns/events")
+        );
+        assert_eq!(first["note"], "0/3 nodes are available");
+        let name = first["metadata"]["name"].as_str().unwrap();
+        assert_eq!(patch, "PATCH");
+        assert_eq!(path, &format!("{events}/{name}"));
+        assert_eq!(again, path, "the third publish patches the first event too");
+        let fields: Vec<&String> = series.as_object().unwrap().keys().collect();
+        assert_eq!(fields, ["series"], "only the series is patched: {series}");
+        assert_eq!(series["series"]["count"], 2);
+        assert_eq!(third["series"]["count"], 3);
+        assert!(series["series"]["lastObservedTime"].is_string());
     }
 }
