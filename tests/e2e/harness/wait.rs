@@ -60,7 +60,7 @@ impl TestEnv {
             };
             if start.elapsed() > timeout {
                 eprintln!(
-                    "timed out waiting for {what}; recent logs:\n{}",
+                    "timed out waiting for {what}; last seen: {state}; recent logs:\n{}",
                     self.log_tails(60)
                 );
                 bail!("timed out after {timeout:?} waiting for {what}; last seen: {state}");

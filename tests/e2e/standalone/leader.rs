@@ -279,7 +279,10 @@ async fn a_leader_that_cannot_renew_fails_healthz_after_the_deadline() -> anyhow
         .start_standalone_as("placer", &args, env.cluster().kubeconfig())
         .await?;
     let me = identity(&placer);
-    wait_holder(&env, lease, &me).await?;
+    // The Lease naming this replica is not enough: killing the API server between its write and
+    // the answer leaves a replica that never learnt it leads, and so, as client-go's watchdog,
+    // answers for no Lease. Wait until placer itself says it leads.
+    wait_leader(&env, lease, &[&placer]).await?;
     assert_eq!(http_get(placer.port(), "/healthz").await?.0, 200);
 
     env.cluster().kill_apiserver();
