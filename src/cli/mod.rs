@@ -185,6 +185,11 @@ pub struct ServeArgs {
     /// Lease is released at the start of it. SIGINT skips it.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(0..=3600))]
     pub shutdown_delay_seconds: u64,
+    /// Seconds between two trims of the heap, which give the pages malloc
+    /// freed back to the system (glibc builds; 0 turns it off). See
+    /// the README, "Memory".
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(0..=86_400))]
+    pub memory_trim_interval_seconds: u64,
     /// Elect a leader through a Lease before scheduling (standalone mode).
     #[arg(long)]
     pub leader_elect: bool,

@@ -20,8 +20,8 @@ use crate::modes::standalone::scheduler::Standalone;
 use crate::ops::access::{Access, AccessSettings, AlwaysAllow, ReviewSettings, Reviewer, Scheme};
 use crate::ops::policy_reload::PolicyReloader;
 use crate::ops::signals::{Reloaders, Signals};
-use crate::ops::telemetry;
 use crate::ops::tls::{TlsFiles, TlsReloader};
+use crate::ops::{memory, telemetry};
 use crate::policy::{self, CompiledPolicy};
 use crate::server::conn::Timeouts;
 use crate::server::listener::{Limits, Listener, Transport};
@@ -39,6 +39,10 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         lifecycle.clone(),
         Duration::from_secs(args.shutdown_delay_seconds),
     ));
+
+    tokio::spawn(memory::trim_periodically(Duration::from_secs(
+        args.memory_trim_interval_seconds,
+    )));
 
     let compiled = CompiledPolicy::new(policy::load(&args.policy)?);
     let queue_timings = queue_timings(&args)?;

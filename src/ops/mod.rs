@@ -1,10 +1,12 @@
 //! Operations: who may call what, health and readiness, introspection endpoints,
-//! logging, signals, TLS, and hot reload of the policy and certificates.
+//! logging, signals, TLS, hot reload of the policy and certificates, and
+//! handing freed heap back to the system.
 
 pub mod access;
 pub mod debug;
 pub mod file_watch;
 pub mod health;
+pub mod memory;
 pub mod panic;
 pub mod policy_reload;
 pub mod rate_limit;
