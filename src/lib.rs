@@ -51,3 +51,5 @@ pub mod yaml;
 
 #[cfg(test)]
 mod floors;
+#[cfg(test)]
+mod testing;

@@ -261,18 +261,18 @@ where
 
 #[cfg(test)]
 mod tests {
-    use std::convert::Infallible;
     use std::sync::Mutex;
 
     use k8s_openapi::api::core::v1::ConfigMap;
     use kube::client::Body;
 
     use super::*;
+    use crate::testing::stand_in_api;
 
     /// A list of two pages, recording in `log` each page request as it
     /// comes; a narrow stand-in for the API server's paging.
     fn paged_api(log: Arc<Mutex<Vec<String>>>) -> Api<ConfigMap> {
-        let service = tower::service_fn(move |req: http::Request<Body>| {
+        let client = stand_in_api(move |req: http::Request<Body>| {
             let log = log.clone();
             async move {
                 let second = req
@@ -290,15 +290,10 @@ mod tests {
                     r#"{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"continue":"next"},
                         "items":[{"metadata":{"name":"a"}},{"metadata":{"name":"b"}}]}"#
                 };
-                let reply = http::Response::builder()
-                    .status(200)
-                    .header("content-type", "application/json")
-                    .body(Body::from(body.as_bytes().to_vec()))
-                    .expect("a static response");
-                Ok::<_, Infallible>(reply)
+                (200, body)
             }
         });
-        Api::all(kube::Client::new(service, "default"))
+        Api::all(client)
     }
 
     #[tokio::test]

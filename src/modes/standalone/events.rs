@@ -69,7 +69,7 @@ struct Published {
 }
 
 /// A repeat of a published event: the series to patch onto it.
-#[derive(Debug, PartialEq)]
+#[derive(Debug)]
 struct Repeat {
     /// The first event's name.
     name: String,
@@ -230,12 +230,12 @@ impl EventRecorder {
 
 #[cfg(test)]
 mod tests {
-    use std::convert::Infallible;
     use std::sync::Mutex;
 
     use kube::client::Body;
 
     use super::*;
+    use crate::testing::stand_in_api;
 
     fn pod(name: &str) -> ObjectReference {
         ObjectReference {
@@ -353,7 +353,7 @@ mod tests {
 
     /// An API server that answers every request with `201 {}` and records it.
     fn api_server(seen: Seen) -> Client {
-        let service = tower::service_fn(move |req: http::Request<Body>| {
+        stand_in_api(move |req: http::Request<Body>| {
             let seen = seen.clone();
             async move {
                 let (parts, body) = req.into_parts();
@@ -365,15 +365,9 @@ mod tests {
                 if let Ok(mut seen) = seen.lock() {
                     seen.push((parts.method.to_string(), parts.uri.path().to_owned(), json));
                 }
-                let reply = http::Response::builder()
-                    .status(201)
-                    .header("content-type", "application/json")
-                    .body(Body::from(b"{}".to_vec()))
-                    .expect("a static response");
-                Ok::<_, Infallible>(reply)
+                (201, "{}")
             }
-        });
-        Client::new(service, "default")
+        })
     }
 
     #[tokio::test]

@@ -1,7 +1,6 @@
 //! The scheduling loop against a stand-in API server: when it starts
 //! attempting pods.
 
-use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -13,6 +12,7 @@ use crate::cache::Cache;
 use crate::objects::NodeInfo;
 use crate::policy::{self, CompiledPolicy};
 use crate::state::AppState;
+use crate::testing::stand_in_api;
 
 const POLICY: &str = r#"apiVersion: placer/v1alpha1
 kind: Policy
@@ -32,7 +32,7 @@ const PENDING_LIST: &str = r#"{"apiVersion":"v1","kind":"PodList","metadata":{"r
 /// answers anything else with `201 {}`; it records each request's method
 /// and path.
 fn api_server(seen: Arc<Mutex<Vec<String>>>) -> kube::Client {
-    let service = tower::service_fn(move |req: http::Request<Body>| {
+    stand_in_api(move |req: http::Request<Body>| {
         let seen = seen.clone();
         async move {
             let query = req.uri().query().unwrap_or_default().to_owned();
@@ -43,19 +43,12 @@ fn api_server(seen: Arc<Mutex<Vec<String>>>) -> kube::Client {
             if query.contains("watch=true") {
                 tokio::time::sleep(Duration::from_secs(3600)).await;
             }
-            let (status, body) = match path.as_str() {
+            match path.as_str() {
                 "/api/v1/pods" => (200, PENDING_LIST),
                 _ => (201, "{}"),
-            };
-            let reply = http::Response::builder()
-                .status(status)
-                .header("content-type", "application/json")
-                .body(Body::from(body.as_bytes().to_vec()))
-                .expect("a static response");
-            Ok::<_, Infallible>(reply)
+            }
         }
-    });
-    kube::Client::new(service, "default")
+    })
 }
 
 fn bindings(seen: &Mutex<Vec<String>>) -> usize {
