@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 /// CPU in millicores, memory and ephemeral storage in bytes, the pod count,
 /// and extended (scalar) resources by name.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct Resources {
     /// CPU in millicores.
     pub milli_cpu: i64,

@@ -27,6 +27,7 @@ use images::ImageIndex;
 pub use images::ImageState;
 use node_table::NodeTable;
 pub use node_table::NodeUsage;
+use specs::SpecTable;
 
 /// Nodes by name, assigned pods by `namespace/name`, and the indexes derived
 /// from them: pods per node, usage per node (kept with the nodes), pods per
@@ -67,6 +68,8 @@ pub struct ClusterState {
     generations: Generations,
     /// Images the nodes hold, for ImageLocality.
     images: ImageIndex,
+    /// One record per distinct spec among the counted pods.
+    specs: SpecTable,
 }
 
 impl ClusterState {
@@ -364,7 +367,10 @@ impl ClusterState {
     /// Adds, updates or (when it is unassigned or terminal) forgets a pod.
     /// Returns the node whose pods changed, `None` when nothing did (the same
     /// record again, or a pod that was never counted).
-    pub fn apply_pod(&mut self, pod: PodInfo) -> Option<String> {
+    pub fn apply_pod(&mut self, mut pod: PodInfo) -> Option<String> {
+        if pod.node_name.is_some() && !pod.is_terminal() {
+            self.specs.share(&mut pod.spec);
+        }
         self.apply_shared_pod(Arc::new(pod))
     }
 
@@ -547,5 +553,6 @@ fn pod_key(namespace: &str, name: &str) -> String {
 
 mod images;
 mod node_table;
+mod specs;
 #[cfg(test)]
 mod tests;

@@ -209,3 +209,30 @@ fn records_read_their_own_usage_across_deletes_and_relists() {
     assert_eq!(read(&s, "a"), None, "a node whose pods left reads empty");
     assert!(s.usage("a").is_none());
 }
+
+#[test]
+fn counted_pods_with_equal_specs_share_one_record() {
+    let with_cpu = |name: &str, node: Option<&str>, cpu: &str| -> PodInfo {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "namespace": "ns"},
+            "spec": {"nodeName": node, "containers": [{"name": "c", "image": "app:1",
+                "resources": {"requests": {"cpu": cpu}}}]}
+        }))
+        .unwrap()
+    };
+    let mut c = ClusterState::default();
+    c.apply_pod(with_cpu("a", Some("n1"), "1"));
+    c.apply_pod(with_cpu("b", Some("n2"), "1"));
+    c.apply_pod(with_cpu("other", Some("n1"), "2"));
+    let spec =
+        |c: &ClusterState, name: &str| c.pod("ns", name).map(|p| Arc::clone(&p.spec)).unwrap();
+    assert!(Arc::ptr_eq(&spec(&c, "a"), &spec(&c, "b")));
+    assert!(!Arc::ptr_eq(&spec(&c, "a"), &spec(&c, "other")));
+    assert_eq!(spec(&c, "other").requests.milli_cpu, 2000);
+
+    // A relist shares too, and a copy of the state shares with the original.
+    c.replace_pods(vec![with_cpu("a", Some("n1"), "1")]);
+    let mut copy = c.clone();
+    copy.apply_pod(with_cpu("c", Some("n3"), "1"));
+    assert!(Arc::ptr_eq(&spec(&c, "a"), &spec(&copy, "c")));
+}

@@ -25,6 +25,7 @@ pub use extended::{ContainerExtendedRequests, DEVICE_CLASS_PREFIX, ExtendedReque
 pub use volumes::InlineDisk;
 
 use std::collections::BTreeMap;
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Affinity, Toleration, TopologySpreadConstraint};
@@ -174,6 +175,33 @@ pub struct PodSpecInfo {
     pub extended_requests: Vec<ContainerExtendedRequests>,
 }
 
+/// Hashes what tells specs apart and is cheap to hash; affinity, spread
+/// constraints, claims, in-line disks and extended requests count by
+/// presence or number only. Every part hashed is one that equality
+/// compares, so equal specs hash alike: the cache finds a pod's equal spec
+/// by this hash and confirms it with `==`.
+impl Hash for PodSpecInfo {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.node_selector.hash(state);
+        self.affinity.is_some().hash(state);
+        for t in &self.tolerations {
+            (&t.key, &t.operator, &t.value, &t.effect).hash(state);
+        }
+        self.requests.hash(state);
+        self.counted.hash(state);
+        self.host_ports.hash(state);
+        self.topology_spread_constraints.len().hash(state);
+        self.scheduling_gates.hash(state);
+        self.pvc_claims.hash(state);
+        self.images.hash(state);
+        self.required_features.hash(state);
+        self.inline_disks.len().hash(state);
+        self.resource_claims.len().hash(state);
+        self.inline_csi_drivers.hash(state);
+        self.extended_requests.len().hash(state);
+    }
+}
+
 /// One of a pod's `spec.resourceClaims` with its ResourceClaim's name
 /// resolved as kube-scheduler's `resourceclaim.Name` resolves it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -227,7 +255,7 @@ impl PodResourceClaim {
 }
 
 /// A PersistentVolumeClaim one of the pod's volumes needs.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct VolumeClaim {
     /// A `persistentVolumeClaim` volume's `claimName`, or the `<pod>-<volume>`
     /// claim of a generic ephemeral volume.
