@@ -192,7 +192,7 @@ pub fn pods(count: usize, nodes: &[NodeSpec]) -> Vec<PodInfo> {
                 name: format!("{app}-{i:05x}"),
                 namespace: format!("team-{:02}", i % 30),
                 uid: format!("00000000-0000-4000-8000-{i:012}"),
-                labels,
+                labels: labels.into(),
                 annotations: Default::default(),
                 priority,
                 scheduler_name: "default-scheduler".into(),
@@ -519,7 +519,7 @@ pub fn snapshot_json(nodes: &[NodeSpec], pods: &[PodInfo]) -> Vec<u8> {
             &mut out,
             &json!({
                 "apiVersion": "v1", "kind": "Pod",
-                "metadata": {"name": p.name, "namespace": p.namespace, "uid": p.uid, "labels": p.labels},
+                "metadata": {"name": p.name, "namespace": p.namespace, "uid": p.uid, "labels": &*p.labels},
                 "spec": {"nodeName": p.node_name, "priority": p.priority,
                          "schedulerName": p.scheduler_name, "containers": []},
                 "status": {"phase": p.phase}

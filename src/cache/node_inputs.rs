@@ -213,7 +213,9 @@ mod equivalence {
         let fw = policy.profile("extender").expect("profile").clone();
         let pod = PodInfo {
             name: "p".into(),
-            labels: [("qos".to_string(), "latency-sensitive".to_string())].into(),
+            labels: std::sync::Arc::new(
+                [("qos".to_string(), "latency-sensitive".to_string())].into(),
+            ),
             annotations: [(
                 "myorg.io/require-hw-encrypt".to_string(),
                 "true".to_string(),

@@ -414,7 +414,7 @@ mod tests {
         let event = target_pod_updated(asking.clone(), dropped.clone());
         assert_eq!(hint(&p, &dropped, event), QueueingHint::Queue);
         let mut relabelled = asking.clone();
-        relabelled.labels.insert("k".into(), "v".into());
+        std::sync::Arc::make_mut(&mut relabelled.labels).insert("k".into(), "v".into());
         let event = target_pod_updated(asking.clone(), relabelled.clone());
         assert_eq!(hint(&p, &relabelled, event), QueueingHint::Skip);
         let mut noted = asking.clone();

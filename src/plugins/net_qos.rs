@@ -191,7 +191,7 @@ mod tests {
 
     fn pod(pairs: &[(&str, &str)]) -> PodInfo {
         PodInfo {
-            labels: labels(pairs),
+            labels: labels(pairs).into(),
             ..Default::default()
         }
     }

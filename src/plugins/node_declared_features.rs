@@ -224,7 +224,7 @@ mod tests {
         assert_eq!(changed(with(json!([])), with(restart.clone())), QueueingHint::Queue, "adds");
         assert_eq!(changed(with(restart.clone()), with(json!([]))), QueueingHint::Queue, "removes");
         let mut relabelled = with(restart.clone());
-        relabelled.labels.insert("a".into(), "b".into());
+        std::sync::Arc::make_mut(&mut relabelled.labels).insert("a".into(), "b".into());
         assert_eq!(changed(with(restart), relabelled), QueueingHint::Skip, "no change");
     }
 }

@@ -103,7 +103,7 @@ mod tests {
         let event = target_pod_updated(gated.clone(), ungated.clone());
         assert_eq!(hint(&SchedulingGates, &ungated, event), QueueingHint::Queue);
         let mut relabelled = gated.clone();
-        relabelled.labels.insert("k".into(), "v".into());
+        std::sync::Arc::make_mut(&mut relabelled.labels).insert("k".into(), "v".into());
         let event = target_pod_updated(gated, relabelled.clone());
         assert_eq!(hint(&SchedulingGates, &relabelled, event), QueueingHint::Skip);
     }

@@ -86,7 +86,7 @@ impl PodBuilder {
 
     /// With these labels.
     pub(crate) fn labels(mut self, pairs: &[(&str, &str)]) -> Self {
-        self.pod.labels = labels(pairs);
+        self.pod.labels = labels(pairs).into();
         self
     }
 

@@ -7,7 +7,7 @@
 //! lock by copying the nodes changed since ([`Replica`](crate::cache::Replica)),
 //! sharing node and pod records by `Arc`.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use crate::cache::Objects;
@@ -18,16 +18,17 @@ use crate::cache::zone_index::{CountDimension, ZoneIndex};
 use crate::objects::Keyed;
 use crate::objects::csi::{AttachmentInfo, CsiDriverInfo, CsiNodeInfo, StorageCapacityInfo};
 use crate::objects::namespace::NamespaceInfo;
+use crate::objects::pod::PodSpecInfo;
 use crate::objects::volume::{ClaimInfo, StorageClassInfo, VolumeInfo};
 use crate::objects::workload::{
     ReplicaSetSelector, ReplicationControllerSelector, ServiceSelector, StatefulSetSelector,
 };
 use crate::objects::{DisruptionBudget, NodeIndex, NodeInfo, PodInfo};
+use dedup::Dedup;
 use images::ImageIndex;
 pub use images::ImageState;
 use node_table::NodeTable;
 pub use node_table::NodeUsage;
-use specs::SpecTable;
 
 /// Nodes by name, assigned pods by `namespace/name`, and the indexes derived
 /// from them: pods per node, usage per node (kept with the nodes), pods per
@@ -69,7 +70,9 @@ pub struct ClusterState {
     /// Images the nodes hold, for ImageLocality.
     images: ImageIndex,
     /// One record per distinct spec among the counted pods.
-    specs: SpecTable,
+    specs: Dedup<PodSpecInfo>,
+    /// One record per distinct label set among the counted pods.
+    pod_labels: Dedup<BTreeMap<String, String>>,
 }
 
 impl ClusterState {
@@ -370,6 +373,7 @@ impl ClusterState {
     pub fn apply_pod(&mut self, mut pod: PodInfo) -> Option<String> {
         if pod.node_name.is_some() && !pod.is_terminal() {
             self.specs.share(&mut pod.spec);
+            self.pod_labels.share(&mut pod.labels);
         }
         self.apply_shared_pod(Arc::new(pod))
     }
@@ -551,8 +555,8 @@ fn pod_key(namespace: &str, name: &str) -> String {
     format!("{namespace}/{name}")
 }
 
+mod dedup;
 mod images;
 mod node_table;
-mod specs;
 #[cfg(test)]
 mod tests;

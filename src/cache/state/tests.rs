@@ -211,10 +211,10 @@ fn records_read_their_own_usage_across_deletes_and_relists() {
 }
 
 #[test]
-fn counted_pods_with_equal_specs_share_one_record() {
+fn counted_pods_with_equal_specs_or_labels_share_one_record() {
     let with_cpu = |name: &str, node: Option<&str>, cpu: &str| -> PodInfo {
         serde_json::from_value(serde_json::json!({
-            "metadata": {"name": name, "namespace": "ns"},
+            "metadata": {"name": name, "namespace": "ns", "labels": {"app": "web"}},
             "spec": {"nodeName": node, "containers": [{"name": "c", "image": "app:1",
                 "resources": {"requests": {"cpu": cpu}}}]}
         }))
@@ -229,6 +229,15 @@ fn counted_pods_with_equal_specs_share_one_record() {
     assert!(Arc::ptr_eq(&spec(&c, "a"), &spec(&c, "b")));
     assert!(!Arc::ptr_eq(&spec(&c, "a"), &spec(&c, "other")));
     assert_eq!(spec(&c, "other").requests.milli_cpu, 2000);
+    let labels =
+        |c: &ClusterState, name: &str| c.pod("ns", name).map(|p| Arc::clone(&p.labels)).unwrap();
+    assert!(Arc::ptr_eq(&labels(&c, "a"), &labels(&c, "other")));
+    let mut relabelled = with_cpu("b", Some("n2"), "1");
+    Arc::make_mut(&mut relabelled.labels).insert("app".into(), "api".into());
+    c.apply_pod(relabelled);
+    assert!(!Arc::ptr_eq(&labels(&c, "a"), &labels(&c, "b")));
+    assert_eq!(labels(&c, "b")["app"], "api");
+    assert_eq!(labels(&c, "a")["app"], "web");
 
     // A relist shares too, and a copy of the state shares with the original.
     c.replace_pods(vec![with_cpu("a", Some("n1"), "1")]);

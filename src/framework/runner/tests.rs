@@ -352,8 +352,8 @@ fn pre_enqueue_stops_at_the_first_gate_names_it_and_is_timed() {
     let mut pod = PodInfo::default();
     let cluster = ClusterState::default();
     assert!(f.pre_enqueue(&pod, &cluster).is_success());
-    pod.labels.insert("g1".into(), String::new());
-    pod.labels.insert("g2".into(), String::new());
+    std::sync::Arc::make_mut(&mut pod.labels).insert("g1".into(), String::new());
+    std::sync::Arc::make_mut(&mut pod.labels).insert("g2".into(), String::new());
     let s = f.pre_enqueue(&pod, &cluster);
     assert_eq!((s.plugin(), s.message().as_str()), ("g1", "held by g1"));
     assert_eq!(

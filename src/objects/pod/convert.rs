@@ -24,7 +24,7 @@ impl From<&Pod> for PodInfo {
             name: meta.name.clone().unwrap_or_default(),
             namespace: meta.namespace.clone().unwrap_or_default(),
             uid: meta.uid.clone().unwrap_or_default(),
-            labels: meta.labels.clone().unwrap_or_default(),
+            labels: Arc::new(meta.labels.clone().unwrap_or_default()),
             annotations: meta.annotations.clone().unwrap_or_default(),
             priority: spec.and_then(|s| s.priority).unwrap_or(0),
             scheduler_name: spec

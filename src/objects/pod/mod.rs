@@ -43,8 +43,9 @@ pub struct PodInfo {
     pub namespace: String,
     /// `metadata.uid`.
     pub uid: String,
-    /// `metadata.labels`.
-    pub labels: BTreeMap<String, String>,
+    /// `metadata.labels` (shared: the cache points pods with equal labels
+    /// at one map).
+    pub labels: Arc<BTreeMap<String, String>>,
     /// `metadata.annotations`.
     pub annotations: BTreeMap<String, String>,
     /// `spec.priority`; a missing priority counts as 0, as kube-scheduler does.

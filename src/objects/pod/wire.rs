@@ -40,7 +40,7 @@ impl<'de> Deserialize<'de> for PodInfo {
             name: meta.name.unwrap_or_default(),
             namespace: meta.namespace.unwrap_or_default(),
             uid: meta.uid.unwrap_or_default(),
-            labels: meta.labels.unwrap_or_default(),
+            labels: Arc::new(meta.labels.unwrap_or_default()),
             annotations: meta.annotations.unwrap_or_default(),
             priority: priority.unwrap_or(0),
             scheduler_name: scheduler_name.unwrap_or_default(),

@@ -273,7 +273,7 @@ mod tests {
         let mut nominated = other(None, &[("bar", "")]);
         nominated.preemption.nominated_node = Some("n".into());
         assert_eq!(event(Some(nominated.clone()), None), QueueingHint::Skip);
-        nominated.labels = crate::plugins::test_support::labels(&foo);
+        nominated.labels = crate::plugins::test_support::labels(&foo).into();
         assert_eq!(event(Some(nominated), None), QueueingHint::Queue);
         assert_eq!(event(Some(other(Some("n"), &[("bar", "")])), None), QueueingHint::Skip);
         let relabel = |b: &[(&str, &str)], a: &[(&str, &str)]| {

@@ -234,11 +234,11 @@ async fn an_event_seen_while_a_pod_was_in_flight_sends_it_to_backoff_if_it_may_h
 async fn gated_pods_wait_outside_until_ungated_and_deletes_leave() {
     let q = queue();
     let mut gated = pod("g", 0);
-    gated.labels.insert("gated".into(), "yes".into());
+    std::sync::Arc::make_mut(&mut gated.labels).insert("gated".into(), "yes".into());
     q.add_or_update(gated.clone(), &always);
     assert_eq!(q.lengths().gated, 1);
     assert!(q.try_pop().is_none());
-    gated.labels.clear();
+    std::sync::Arc::make_mut(&mut gated.labels).clear();
     q.add_or_update(gated, &always);
     assert_eq!(names(&q), ["g"]);
 
@@ -273,7 +273,7 @@ async fn unchanged_updates_keep_the_backoff_changed_ones_end_it() {
     assert_eq!(q.lengths().backoff, 1);
     assert!(q.try_pop().is_none(), "still backing off");
     let mut changed = pod("a", 0);
-    changed.labels.insert("app".into(), "x".into());
+    std::sync::Arc::make_mut(&mut changed.labels).insert("app".into(), "x".into());
     q.add_or_update(changed, &always);
     assert_eq!(names(&q), ["a"]);
 
@@ -295,7 +295,7 @@ async fn pods_in_flight_are_not_queued_twice_nor_requeued_once_deleted() {
     q.add_or_update(pod("a", 0), &always);
     let a = q.try_pop().unwrap();
     let mut changed = pod("a", 0);
-    changed.labels.insert("app".into(), "x".into());
+    std::sync::Arc::make_mut(&mut changed.labels).insert("app".into(), "x".into());
     q.add_or_update(changed, &always);
     assert_eq!(q.lengths(), QueueLengths::default(), "a is in flight");
     assert!(q.try_pop().is_none());
@@ -377,7 +377,7 @@ async fn an_update_of_a_waiting_pod_retries_it_only_when_its_rejectors_hints_say
     );
     let mut relabelled = pod("a", 0);
     relabelled.annotations.insert("note".into(), "x".into());
-    relabelled.labels.insert("app".into(), "x".into());
+    std::sync::Arc::make_mut(&mut relabelled.labels).insert("app".into(), "x".into());
     q.add_or_update(relabelled, &own_labels_help);
     let a = q.try_pop().expect("retried at once: its backoff is over");
     assert_eq!(a.pod.labels.get("app").map(String::as_str), Some("x"));

@@ -1,60 +1,81 @@
-//! One record per distinct pod spec among the counted pods.
+//! One record per distinct value among the counted pods' specs and label
+//! sets.
 //!
-//! The pods of one Deployment, Job or batch have equal specs, and placer's
-//! view of a spec ([`PodSpecInfo`]: requests, tolerations, selectors,
-//! images) is about 1.7 KB in 13 allocations for a plain one-container pod
-//! with the two default tolerations: more than half of what the cache holds
-//! per pod. The state points every counted pod whose spec equals one it
-//! already holds at that record, as kube-scheduler's cache cannot (each of
-//! its `PodInfo`s holds the pod's own decoded object).
+//! The pods of one Deployment, Job or batch have equal specs and equal
+//! labels; they differ in name, uid and node. Placer's view of a plain
+//! one-container pod's spec with the two default tolerations
+//! ([`PodSpecInfo`]: requests, tolerations, selectors, images) is about
+//! 1.7 KB in 13 allocations, and a label map about 0.6 KB (a B-tree leaf is
+//! allocated whole): together more than three quarters of what the cache
+//! held per pod. The state points every counted pod whose spec or labels
+//! equal a record it already holds at that record. kube-scheduler's cache
+//! cannot: each of its `PodInfo`s holds the pod's own decoded object.
 //!
-//! Specs are looked up by [`PodSpecInfo`]'s hash, which skips what is costly
-//! to hash, and confirmed by equality, so only equal specs are shared. The
-//! table holds weak pointers: a spec no pod uses any more is freed, and its
-//! entry goes at the next sweep.
+//! Records are looked up by their hash (for specs one that skips what is
+//! costly to hash) and confirmed by equality, so only equal values are
+//! shared. The table holds weak pointers: a record no pod uses any more is
+//! freed, and its entry goes at the next sweep. A pod whose values are its
+//! own (a StatefulSet's labels name the pod) costs one entry, about 20
+//! bytes.
+//!
+//! [`PodSpecInfo`]: crate::objects::pod::PodSpecInfo
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
-use std::hash::BuildHasher;
+use std::hash::{BuildHasher, Hash};
 use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
 
-use crate::objects::pod::PodSpecInfo;
-
-/// Below this many entries the table is never swept.
+/// Below this many entries a table is never swept.
 const MIN_SWEEP: usize = 256;
 
-/// Specs by hash, shared by every copy of the state (a replica's full copy
-/// clones the pointer): any copy that applies an owned pod shares its spec
-/// with the others.
-#[derive(Debug, Default, Clone)]
-pub(super) struct SpecTable(Arc<Mutex<Specs>>);
+/// Records of `T` by hash, shared by every copy of the state (a replica's
+/// full copy clones the pointer): any copy that applies an owned pod shares
+/// its records with the others.
+#[derive(Debug)]
+pub(super) struct Dedup<T>(Arc<Mutex<Records<T>>>);
 
-#[derive(Debug, Default)]
-struct Specs {
-    by_hash: HashMap<u64, Weak<PodSpecInfo>, foldhash::fast::FixedState>,
+// Derived `Clone` and `Default` would ask `T` for them; the table needs neither.
+impl<T> Clone for Dedup<T> {
+    fn clone(&self) -> Self {
+        Dedup(Arc::clone(&self.0))
+    }
+}
+
+impl<T> Default for Dedup<T> {
+    fn default() -> Self {
+        Dedup(Arc::new(Mutex::new(Records {
+            by_hash: HashMap::default(),
+            sweep_at: 0,
+        })))
+    }
+}
+
+#[derive(Debug)]
+struct Records<T> {
+    by_hash: HashMap<u64, Weak<T>, foldhash::fast::FixedState>,
     /// Sweep dead entries when the table grows past this.
     sweep_at: usize,
 }
 
-impl SpecTable {
-    /// Points `spec` at the table's equal record, or makes it the record
+impl<T: Hash + PartialEq> Dedup<T> {
+    /// Points `value` at the table's equal record, or makes it the record
     /// for its hash (replacing a dead or different one).
-    pub(super) fn share(&self, spec: &mut Arc<PodSpecInfo>) {
-        let mut specs = self.0.lock();
-        let hash = specs.by_hash.hasher().hash_one(&**spec);
-        match specs.by_hash.entry(hash) {
+    pub(super) fn share(&self, value: &mut Arc<T>) {
+        let mut records = self.0.lock();
+        let hash = records.by_hash.hasher().hash_one(&**value);
+        match records.by_hash.entry(hash) {
             Entry::Occupied(mut entry) => match entry.get().upgrade() {
-                Some(held) if Arc::ptr_eq(&held, spec) => {}
-                Some(held) if *held == **spec => *spec = held,
+                Some(held) if Arc::ptr_eq(&held, value) => {}
+                Some(held) if *held == **value => *value = held,
                 _ => {
-                    entry.insert(Arc::downgrade(spec));
+                    entry.insert(Arc::downgrade(value));
                 }
             },
             Entry::Vacant(entry) => {
-                entry.insert(Arc::downgrade(spec));
-                specs.sweep_if_due();
+                entry.insert(Arc::downgrade(value));
+                records.sweep_if_due();
             }
         }
     }
@@ -66,15 +87,15 @@ impl SpecTable {
     }
 }
 
-impl Specs {
-    /// Drops the entries of freed specs once the table has doubled since
-    /// the last sweep, so it stays within twice the live specs (a dead
+impl<T> Records<T> {
+    /// Drops the entries of freed records once the table has doubled since
+    /// the last sweep, so it stays within twice the live records (a dead
     /// entry also holds its record's allocation, without its contents).
     fn sweep_if_due(&mut self) {
         if self.by_hash.len() <= self.sweep_at.max(MIN_SWEEP) {
             return;
         }
-        self.by_hash.retain(|_, spec| spec.strong_count() > 0);
+        self.by_hash.retain(|_, record| record.strong_count() > 0);
         self.sweep_at = 2 * self.by_hash.len();
     }
 }
@@ -82,6 +103,7 @@ impl Specs {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::objects::pod::PodSpecInfo;
 
     fn spec(selector: &str) -> Arc<PodSpecInfo> {
         Arc::new(PodSpecInfo {
@@ -92,7 +114,7 @@ mod tests {
 
     #[test]
     fn equal_specs_end_up_as_one_record() {
-        let table = SpecTable::default();
+        let table = Dedup::default();
         let (mut a, mut b) = (spec("x"), spec("x"));
         table.share(&mut a);
         table.share(&mut b);
@@ -101,7 +123,7 @@ mod tests {
 
     #[test]
     fn different_specs_stay_apart() {
-        let table = SpecTable::default();
+        let table = Dedup::default();
         let (mut a, mut b) = (spec("x"), spec("y"));
         table.share(&mut a);
         table.share(&mut b);
@@ -112,7 +134,7 @@ mod tests {
     #[test]
     fn a_spec_that_hashes_alike_but_differs_is_not_shared() {
         // Affinity is not hashed, only compared.
-        let table = SpecTable::default();
+        let table = Dedup::default();
         let mut plain = spec("x");
         let mut with_affinity = Arc::new(PodSpecInfo {
             affinity: Some(Default::default()),
@@ -140,7 +162,7 @@ mod tests {
 
     #[test]
     fn freed_specs_are_swept_and_live_ones_kept() {
-        let table = SpecTable::default();
+        let table = Dedup::default();
         let mut live = spec("live");
         table.share(&mut live);
         for i in 0..4 * MIN_SWEEP {
