@@ -34,7 +34,7 @@ use crate::cache::events::{
 };
 use crate::cache::lean::Lean;
 use crate::cache::watch_stream::{self, Step};
-use crate::cache::{Cache, ClusterState, Stored};
+use crate::cache::{Cache, ClusterState, Stored, share_counted};
 use crate::objects::csi::{AttachmentInfo, CsiDriverInfo, CsiNodeInfo, StorageCapacityInfo};
 use crate::objects::namespace::NamespaceInfo;
 use crate::objects::object_key;
@@ -131,7 +131,13 @@ pub async fn watch_nodes(client: Client, cache: Arc<Cache>, delay: Duration) {
 pub async fn watch_pods(client: Client, cache: Arc<Cache>, delay: Duration) {
     let sink = Sink {
         kind: "pod",
-        convert: |p: &Lean<Pod>| PodInfo::from(&p.0),
+        // Shared on conversion, so a listed page's pods never hold copies
+        // of the records their neighbours already hold (`share_counted`).
+        convert: |p: &Lean<Pod>| {
+            let mut pod = PodInfo::from(&p.0);
+            share_counted(&mut pod);
+            pod
+        },
         apply: |s, p, events| {
             if !events {
                 return Applied {

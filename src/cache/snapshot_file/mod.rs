@@ -21,7 +21,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use serde::de::DeserializeOwned;
 use serde_yaml_ng::Value;
 
-use crate::cache::ClusterState;
+use crate::cache::{ClusterState, share_counted};
 use crate::objects::{NodeInfo, PodInfo};
 use crate::yaml::{self, FieldPath, Mark};
 
@@ -237,7 +237,9 @@ impl Reader<'_> {
         let label = object_label("Pod", &value, true);
         let pod: Pod = self.decode(value, at, &label)?;
         validate::pod(&pod).map_err(|p| self.fail(at, &label, &p.field, &p.message))?;
-        self.out.pods.push(PodInfo::from(&pod));
+        let mut info = PodInfo::from(&pod);
+        share_counted(&mut info);
+        self.out.pods.push(info);
         Ok(())
     }
 
@@ -320,6 +322,34 @@ items:
         assert_eq!(s.nodes.len(), 2);
         assert_eq!(s.pods[0].node_name.as_deref(), Some("a"));
         assert_eq!(s.unknown_node_warning(), None);
+    }
+
+    #[test]
+    fn bound_pods_share_equal_specs_and_labels_as_they_are_read() {
+        // Before the state holds them: a whole snapshot of copies, shared
+        // only later, would leave the freed copies between live records.
+        let pod = |name: &str, node: &str, app: &str| {
+            format!(
+                r#"{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"{name}","namespace":"n","labels":{{"app":"{app}"}}}},"spec":{{"nodeName":{node},"containers":[{{"name":"c","image":"i"}}]}}}}"#
+            )
+        };
+        let s = ok(&format!(
+            r#"{{"apiVersion":"v1","kind":"List","items":[{},{},{},{}]}}"#,
+            pod("a", r#""n1""#, "web"),
+            pod("b", r#""n2""#, "web"),
+            pod("c", r#""n2""#, "db"),
+            pod("pending", "null", "web"),
+        ));
+        let [a, b, c, pending] = &s.pods[..] else {
+            panic!("{} pods", s.pods.len())
+        };
+        assert!(std::sync::Arc::ptr_eq(&a.spec, &b.spec));
+        assert!(std::sync::Arc::ptr_eq(&a.labels, &b.labels));
+        assert!(std::sync::Arc::ptr_eq(&a.spec, &c.spec));
+        assert!(!std::sync::Arc::ptr_eq(&a.labels, &c.labels));
+        assert_eq!(c.labels["app"], "db");
+        // A pending pod is not counted, so it keeps its own records.
+        assert!(!std::sync::Arc::ptr_eq(&a.labels, &pending.labels));
     }
 
     #[test]

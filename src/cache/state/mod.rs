@@ -7,7 +7,7 @@
 //! lock by copying the nodes changed since ([`Replica`](crate::cache::Replica)),
 //! sharing node and pod records by `Arc`.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use crate::cache::Objects;
@@ -18,13 +18,12 @@ use crate::cache::zone_index::{CountDimension, ZoneIndex};
 use crate::objects::Keyed;
 use crate::objects::csi::{AttachmentInfo, CsiDriverInfo, CsiNodeInfo, StorageCapacityInfo};
 use crate::objects::namespace::NamespaceInfo;
-use crate::objects::pod::PodSpecInfo;
 use crate::objects::volume::{ClaimInfo, StorageClassInfo, VolumeInfo};
 use crate::objects::workload::{
     ReplicaSetSelector, ReplicationControllerSelector, ServiceSelector, StatefulSetSelector,
 };
 use crate::objects::{DisruptionBudget, NodeIndex, NodeInfo, PodInfo};
-use dedup::Dedup;
+pub use dedup::share_counted;
 use images::ImageIndex;
 pub use images::ImageState;
 use node_table::NodeTable;
@@ -69,10 +68,6 @@ pub struct ClusterState {
     generations: Generations,
     /// Images the nodes hold, for ImageLocality.
     images: ImageIndex,
-    /// One record per distinct spec among the counted pods.
-    specs: Dedup<PodSpecInfo>,
-    /// One record per distinct label set among the counted pods.
-    pod_labels: Dedup<BTreeMap<String, String>>,
 }
 
 impl ClusterState {
@@ -371,10 +366,7 @@ impl ClusterState {
     /// Returns the node whose pods changed, `None` when nothing did (the same
     /// record again, or a pod that was never counted).
     pub fn apply_pod(&mut self, mut pod: PodInfo) -> Option<String> {
-        if pod.node_name.is_some() && !pod.is_terminal() {
-            self.specs.share(&mut pod.spec);
-            self.pod_labels.share(&mut pod.labels);
-        }
+        share_counted(&mut pod);
         self.apply_shared_pod(Arc::new(pod))
     }
 
