@@ -29,9 +29,8 @@
 //!
 //! [`PodSpecInfo`]: crate::objects::pod::PodSpecInfo
 
-use std::collections::BTreeMap;
-use std::collections::HashMap;
 use std::collections::hash_map::Entry;
+use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasher, Hash};
 use std::sync::{Arc, LazyLock, Weak};
 
@@ -123,7 +122,6 @@ impl<T> Records<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::objects::pod::PodSpecInfo;
 
     fn spec(selector: &str) -> Arc<PodSpecInfo> {
         Arc::new(PodSpecInfo {
