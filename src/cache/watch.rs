@@ -126,18 +126,22 @@ pub async fn watch_nodes(client: Client, cache: Arc<Cache>, delay: Duration) {
     feed(Api::all(client), None, cache, sink, delay).await;
 }
 
+/// A watched pod as the state keeps it. Shared as it is read, so a listed
+/// page's pods never hold copies of the records their neighbours already
+/// hold, and the cache's write lock is not held for it (see
+/// [`share_counted`]).
+fn read_pod(p: &Lean<Pod>) -> PodInfo {
+    let mut pod = PodInfo::from(&p.0);
+    share_counted(&mut pod);
+    pod
+}
+
 /// Watches assigned Pods forever, applying every event to `cache` `delay`
 /// after it arrived (see [`watch_nodes`]).
 pub async fn watch_pods(client: Client, cache: Arc<Cache>, delay: Duration) {
     let sink = Sink {
         kind: "pod",
-        // Shared on conversion, so a listed page's pods never hold copies
-        // of the records their neighbours already hold (`share_counted`).
-        convert: |p: &Lean<Pod>| {
-            let mut pod = PodInfo::from(&p.0);
-            share_counted(&mut pod);
-            pod
-        },
+        convert: read_pod,
         apply: |s, p, events| {
             if !events {
                 return Applied {
@@ -549,5 +553,29 @@ fn apply_step<K, R>(cache: &Cache, sink: &Sink<K, R>, step: Step<K, R>) {
     }
     for event in applied.others {
         cache.events().push(event);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn watched_bound_pods_share_equal_specs_and_labels() {
+        let read = |name: &str, node: Option<&str>| {
+            read_pod(
+                &serde_json::from_value(serde_json::json!({
+                    "metadata": {"name": name, "namespace": "ns", "labels": {"app": "web"}},
+                    "spec": {"nodeName": node, "containers": [{"name": "c", "image": "app:1"}]}
+                }))
+                .unwrap(),
+            )
+        };
+        let (a, b) = (read("a", Some("n1")), read("b", Some("n2")));
+        assert!(Arc::ptr_eq(&a.spec, &b.spec));
+        assert!(Arc::ptr_eq(&a.labels, &b.labels));
+        // A pending pod keeps its own records until it is bound.
+        let pending = read("c", None);
+        assert!(!Arc::ptr_eq(&a.spec, &pending.spec));
     }
 }

@@ -365,8 +365,11 @@ impl ClusterState {
     /// Adds, updates or (when it is unassigned or terminal) forgets a pod.
     /// Returns the node whose pods changed, `None` when nothing did (the same
     /// record again, or a pod that was never counted).
-    pub fn apply_pod(&mut self, mut pod: PodInfo) -> Option<String> {
-        share_counted(&mut pod);
+    ///
+    /// The state keeps `pod` as it comes: readers that want its spec and
+    /// labels shared with equal pods' (the watches, the snapshot loader) call
+    /// [`share_counted`] as they read it, outside the cache's write lock.
+    pub fn apply_pod(&mut self, pod: PodInfo) -> Option<String> {
         self.apply_shared_pod(Arc::new(pod))
     }
 

@@ -212,13 +212,17 @@ fn records_read_their_own_usage_across_deletes_and_relists() {
 
 #[test]
 fn counted_pods_with_equal_specs_or_labels_share_one_record() {
+    // Shared as they are read, as the watches and the snapshot loader do;
+    // the state keeps what it is given.
     let with_cpu = |name: &str, node: Option<&str>, cpu: &str| -> PodInfo {
-        serde_json::from_value(serde_json::json!({
+        let mut pod: PodInfo = serde_json::from_value(serde_json::json!({
             "metadata": {"name": name, "namespace": "ns", "labels": {"app": "web"}},
             "spec": {"nodeName": node, "containers": [{"name": "c", "image": "app:1",
                 "resources": {"requests": {"cpu": cpu}}}]}
         }))
-        .unwrap()
+        .unwrap();
+        share_counted(&mut pod);
+        pod
     };
     let mut c = ClusterState::default();
     c.apply_pod(with_cpu("a", Some("n1"), "1"));
@@ -234,12 +238,13 @@ fn counted_pods_with_equal_specs_or_labels_share_one_record() {
     assert!(Arc::ptr_eq(&labels(&c, "a"), &labels(&c, "other")));
     let mut relabelled = with_cpu("b", Some("n2"), "1");
     Arc::make_mut(&mut relabelled.labels).insert("app".into(), "api".into());
+    share_counted(&mut relabelled);
     c.apply_pod(relabelled);
     assert!(!Arc::ptr_eq(&labels(&c, "a"), &labels(&c, "b")));
     assert_eq!(labels(&c, "b")["app"], "api");
     assert_eq!(labels(&c, "a")["app"], "web");
 
-    // A relist shares too, and a copy of the state shares with the original.
+    // A relist keeps the shared records, and so does a copy of the state.
     c.replace_pods(vec![with_cpu("a", Some("n1"), "1")]);
     let mut copy = c.clone();
     copy.apply_pod(with_cpu("c", Some("n3"), "1"));
