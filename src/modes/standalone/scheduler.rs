@@ -23,10 +23,10 @@ use super::queue::{PreEnqueue, QueueTimings, Retry, SchedulingQueue};
 use super::report::Reporter;
 use super::sample::{NodeSearch, Search};
 use super::view::{CycleView, slot_selector_labels};
-use crate::cache::Cache;
 use crate::cache::events::Observed;
 use crate::cache::lean::Lean;
 use crate::cache::watch_stream::{self, Step};
+use crate::cache::{Cache, share_counted};
 use crate::explain::Diagnoses;
 use crate::explain::pending::PendingFeed;
 use crate::framework::{
@@ -249,6 +249,9 @@ impl Standalone {
                 let mut state = placement.state;
                 let mut assumed = (*pod).clone();
                 assumed.node_name = Some(node.clone());
+                // Shared like a watched pod, since the watch's copy of the
+                // bound pod may equal it and then leaves it in place.
+                share_counted(&mut assumed);
                 self.state.cache.write().apply_pod(assumed);
                 let waits = match reserve_and_permit(
                     &framework,

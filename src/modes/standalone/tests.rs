@@ -8,8 +8,8 @@ use kube::client::Body;
 use tokio::sync::watch;
 
 use super::scheduler::Standalone;
-use crate::cache::Cache;
-use crate::objects::NodeInfo;
+use crate::cache::{Cache, share_counted};
+use crate::objects::{NodeInfo, PodInfo};
 use crate::policy::{self, CompiledPolicy};
 use crate::state::AppState;
 use crate::testing::stand_in_api;
@@ -65,6 +65,16 @@ async fn no_pod_is_attempted_before_the_cache_has_listed_nodes_and_pods() {
     cache
         .write()
         .apply_node(NodeInfo::new("n1", Vec::<(String, String)>::new()));
+    // A bound pod equal to the pending one but for its name, as the
+    // watches give it: the assumed pod must share its records.
+    let mut neighbour: PodInfo = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "q", "namespace": "default", "uid": "u2"},
+        "spec": {"schedulerName": "placer", "nodeName": "n1",
+            "containers": [{"name": "c", "image": "i"}]}
+    }))
+    .unwrap();
+    share_counted(&mut neighbour);
+    cache.write().apply_pod(neighbour);
     let seen = Arc::new(Mutex::new(Vec::new()));
     let state = AppState::new(policy, cache.clone());
     let standalone = Standalone::new(api_server(seen.clone()), state, "test");
@@ -98,6 +108,14 @@ async fn no_pod_is_attempted_before_the_cache_has_listed_nodes_and_pods() {
         .await
         .expect("the pod is bound once the cache synced");
     assert_eq!(bindings(&seen), 1);
+    {
+        let state = cache.read();
+        let (assumed, neighbour) = (state.pod("default", "p"), state.pod("default", "q"));
+        let (Some(assumed), Some(neighbour)) = (assumed, neighbour) else {
+            panic!("the assumed pod and its neighbour are both counted");
+        };
+        assert!(Arc::ptr_eq(&assumed.spec, &neighbour.spec));
+    }
 
     stop_tx.send(true).unwrap();
     tokio::time::timeout(Duration::from_secs(10), run)
