@@ -174,6 +174,12 @@ pub struct ServeArgs {
     /// Lowered at start-up if the open-file limit is smaller.
     #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub max_connections: u64,
+    /// Threads serving HTTP, each with the connections it accepted. One
+    /// serves kube-scheduler, which calls an extender one request at a
+    /// time, with the least CPU; more let slow requests on one connection
+    /// (`/explain`, large bodies) not delay another's.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=64))]
+    pub http_threads: u64,
     /// Seconds shutdown waits for open requests (and, in standalone mode,
     /// binds) before closing the remaining connections.
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(0..=3600))]

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use std::num::NonZeroUsize;
 use std::path::Path;
 
 use anyhow::{Context, anyhow, bail};
@@ -225,10 +226,15 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         },
         max_connections: usize::try_from(args.max_connections).unwrap_or(usize::MAX),
         drain: Duration::from_secs(args.shutdown_drain_seconds),
+        threads: usize::try_from(args.http_threads)
+            .ok()
+            .and_then(NonZeroUsize::new)
+            .unwrap_or(NonZeroUsize::MIN),
     };
     listener
         .serve(app, transport, limits, metrics, &lifecycle)
-        .await;
+        .context("starting the HTTP serving threads")?
+        .await?;
     // In-flight binds finish and the Lease is released before exiting.
     if let Some(task) = scheduling {
         let _ = task.await;

@@ -12,9 +12,22 @@
 //! answers carry `Connection: close`, HTTP/2 connections get a GOAWAY), so
 //! clients move to another replica without a refused connection; once
 //! stopping, the listening socket closes and open requests drain.
+//!
+//! The listener runs on threads of its own (`--http-threads`, default one),
+//! each a single-threaded runtime with its own registration of the
+//! listening socket; a connection stays on the thread that accepted it.
+//! kube-scheduler calls an extender one request at a time, with its own
+//! work in between, so placer is idle when each request arrives. On the
+//! multi-threaded runtime that carries the watches, the worker woken by the
+//! socket also wakes a second one to look for work, which finds none and
+//! sleeps again: four context switches per request instead of two, and
+//! about 10 % more CPU per paced 500-name request (docs/benchmarks.md,
+//! "Paced requests"). The connection cap and the drain hold across the
+//! threads.
 
 use std::io;
 use std::net::SocketAddr;
+use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -58,6 +71,8 @@ pub struct Limits {
     pub max_connections: usize,
     /// How long shutdown waits for open requests before closing what remains.
     pub drain: Duration,
+    /// Serving threads (see the module docs).
+    pub threads: NonZeroUsize,
 }
 
 /// Plain HTTP or TLS with the reloadable configuration.
@@ -111,18 +126,19 @@ impl Listener {
         self.local
     }
 
-    /// Serves `app` until `lifecycle` is stopping, then drains: no new
-    /// connections, open requests are answered, idle connections closed;
-    /// whatever is still open after `limits.drain` is closed.
-    pub async fn serve(
+    /// Serves `app` on `limits.threads` threads of its own until `lifecycle`
+    /// is stopping, then drains: no new connections, open requests are
+    /// answered, idle connections closed; whatever is still open after
+    /// `limits.drain` is closed. Resolves when every serving thread has
+    /// drained; an error if one ended any other way.
+    pub fn serve(
         self,
         app: Router,
         transport: Transport,
         limits: Limits,
         metrics: Arc<Metrics>,
         lifecycle: &Lifecycle,
-    ) {
-        let mut stop = lifecycle.stopping();
+    ) -> io::Result<impl Future<Output = Result<(), ServeError>> + use<>> {
         let max = fd_bounded(limits.max_connections);
         let shared = Arc::new(Shared {
             app,
@@ -130,73 +146,58 @@ impl Listener {
             builder: conn::builder(),
             timeouts: limits.timeouts,
             metrics,
-            stop: stop.clone(),
+            stop: lifecycle.stopping(),
             terminating: lifecycle.terminating(),
             handshake_log: LogLimiter::new(LOG_EVERY),
+            accept_log: LogLimiter::new(LOG_EVERY),
+            permits: Arc::new(Semaphore::new(max)),
+            shedding: Arc::new(Semaphore::new(SHED_AT_ONCE)),
+            max,
+            drain: limits.drain,
         });
-        let permits = Arc::new(Semaphore::new(max));
-        let shedding = Arc::new(Semaphore::new(SHED_AT_ONCE));
-        let accept_log = LogLimiter::new(LOG_EVERY);
-        let mut tasks = JoinSet::new();
-        loop {
-            tokio::select! {
-                biased;
-                _ = stop.wait_for(|s| *s) => break,
-                Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
-                accepted = self.tcp.accept() => match accepted {
-                    Ok((tcp, peer)) => match permits.clone().try_acquire_owned() {
-                        Ok(permit) => {
-                            tasks.spawn(shared.clone().connection(tcp, peer, permit));
+        // Off this runtime's reactor: each serving thread registers its
+        // own copy with its own.
+        let tcp = self.tcp.into_std()?;
+        let mut served = Vec::with_capacity(limits.threads.get());
+        for n in 0..limits.threads.get() {
+            let (tcp, shared) = (tcp.try_clone()?, shared.clone());
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            let (done, finished) = tokio::sync::oneshot::channel::<()>();
+            std::thread::Builder::new()
+                .name(format!("placer-http-{n}"))
+                .spawn(move || {
+                    runtime.block_on(async move {
+                        match TcpListener::from_std(tcp) {
+                            Ok(tcp) => shared.accept_until_stopped(tcp).await,
+                            Err(e) => warn!(error = %e, "serving the listening socket"),
                         }
-                        Err(_) => {
-                            shared.metrics.connection_closed("shed");
-                            let plain = matches!(shared.transport, Transport::Plain);
-                            if let (true, Ok(slot)) = (plain, shedding.clone().try_acquire_owned()) {
-                                tasks.spawn(shed(tcp, max, slot));
-                            }
-                            // Otherwise dropping `tcp` closes it now.
-                        }
-                    },
-                    Err(e) => {
-                        if let Some(suppressed) = accept_log.admit(std::time::Instant::now()) {
-                            warn!(error = %e, suppressed, "accepting a connection failed; retrying");
-                        }
-                        tokio::time::sleep(ACCEPT_BACKOFF).await;
-                    }
-                },
-            }
+                    });
+                    // Dropped unsent if the thread panics.
+                    let _ = done.send(());
+                })?;
+            served.push(finished);
         }
-        // Closing the listening socket refuses new connections from here on.
-        drop(self.tcp);
-        if tokio::time::timeout(limits.drain, async {
-            while tasks.join_next().await.is_some() {}
+        Ok(async move {
+            futures::future::try_join_all(
+                served
+                    .into_iter()
+                    .map(|finished| async { finished.await.map_err(|_| ServeError::ThreadEnded) }),
+            )
+            .await
+            .map(drop)
         })
-        .await
-        .is_err()
-        {
-            warn!(
-                open = tasks.len(),
-                drain = ?limits.drain,
-                "connections still open at the drain deadline (--shutdown-drain-seconds); closing them"
-            );
-            for _ in 0..tasks.len() {
-                shared.metrics.connection_closed("drain_deadline");
-            }
-            tasks.shutdown().await;
-        }
     }
 }
 
-/// What every connection task needs.
-struct Shared {
-    app: Router,
-    transport: Transport,
-    builder: auto::Builder<TokioExecutor>,
-    timeouts: Timeouts,
-    metrics: Arc<Metrics>,
-    stop: watch::Receiver<bool>,
-    terminating: watch::Receiver<bool>,
-    handshake_log: LogLimiter,
+/// Why serving ended other than by a drain.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// A serving thread panicked outside a handler (handlers' panics are
+    /// answered with 500): the process exits so that it is restarted.
+    #[error("an HTTP serving thread ended unexpectedly")]
+    ThreadEnded,
 }
 
 /// Holds a connection slot and the open-connections gauge until the task
@@ -212,7 +213,81 @@ impl Drop for Open {
     }
 }
 
+/// What every serving thread and connection task needs.
+struct Shared {
+    app: Router,
+    transport: Transport,
+    builder: auto::Builder<TokioExecutor>,
+    timeouts: Timeouts,
+    metrics: Arc<Metrics>,
+    stop: watch::Receiver<bool>,
+    terminating: watch::Receiver<bool>,
+    handshake_log: LogLimiter,
+    accept_log: LogLimiter,
+    /// Open connections, across the serving threads.
+    permits: Arc<Semaphore>,
+    /// Shed connections being answered.
+    shedding: Arc<Semaphore>,
+    /// The connection cap, as the 503 names it.
+    max: usize,
+    drain: Duration,
+}
+
 impl Shared {
+    /// One serving thread's accept loop and drain.
+    async fn accept_until_stopped(self: Arc<Self>, tcp: TcpListener) {
+        let mut stop = self.stop.clone();
+        let mut tasks = JoinSet::new();
+        loop {
+            tokio::select! {
+                biased;
+                _ = stop.wait_for(|s| *s) => break,
+                Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+                accepted = tcp.accept() => match accepted {
+                    Ok((tcp, peer)) => match self.permits.clone().try_acquire_owned() {
+                        Ok(permit) => {
+                            tasks.spawn(self.clone().connection(tcp, peer, permit));
+                        }
+                        Err(_) => {
+                            self.metrics.connection_closed("shed");
+                            let plain = matches!(self.transport, Transport::Plain);
+                            if let (true, Ok(slot)) = (plain, self.shedding.clone().try_acquire_owned()) {
+                                tasks.spawn(shed(tcp, self.max, slot));
+                            }
+                            // Otherwise dropping `tcp` closes it now.
+                        }
+                    },
+                    Err(e) => {
+                        if let Some(suppressed) = self.accept_log.admit(std::time::Instant::now()) {
+                            warn!(error = %e, suppressed, "accepting a connection failed; retrying");
+                        }
+                        tokio::time::sleep(ACCEPT_BACKOFF).await;
+                    }
+                },
+            }
+        }
+        // Closing the listening socket refuses new connections from here
+        // on (once every serving thread has closed its copy).
+        drop(tcp);
+        if tokio::time::timeout(self.drain, async {
+            while tasks.join_next().await.is_some() {}
+        })
+        .await
+        .is_err()
+        {
+            warn!(
+                open = tasks.len(),
+                drain = ?self.drain,
+                "connections still open at the drain deadline (--shutdown-drain-seconds); closing them"
+            );
+            for _ in 0..tasks.len() {
+                self.metrics.connection_closed("drain_deadline");
+            }
+            tasks.shutdown().await;
+        }
+    }
+
+    /// Serves one accepted connection, holding its slot.
     async fn connection(
         self: Arc<Self>,
         tcp: TcpStream,

@@ -101,6 +101,8 @@ fn an_idle_keep_alive_connection_outlives_the_header_read_timeout_then_closes() 
 #[test]
 fn over_the_connection_cap_clients_get_a_503_and_healthz_answers_once_others_close() {
     let dir = tempfile::tempdir().expect("temp dir");
+    // Two serving threads: the cap holds across them, wherever the
+    // connections land.
     let server = Server::start(
         dir.path(),
         &args(
@@ -110,6 +112,8 @@ fn over_the_connection_cap_clients_get_a_503_and_healthz_answers_once_others_clo
                 "2",
                 "--header-read-timeout-seconds",
                 "60",
+                "--http-threads",
+                "2",
             ],
         ),
         Client::Plain,
