@@ -160,20 +160,21 @@ impl Listener {
         let tcp = self.tcp.into_std()?;
         let mut served = Vec::with_capacity(limits.threads.get());
         for n in 0..limits.threads.get() {
-            let (tcp, shared) = (tcp.try_clone()?, shared.clone());
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()?;
+            // Registered here, so that a failure is a start-up error rather
+            // than a thread that never serves.
+            let tcp = {
+                let _in = runtime.enter();
+                TcpListener::from_std(tcp.try_clone()?)?
+            };
+            let shared = shared.clone();
             let (done, finished) = tokio::sync::oneshot::channel::<()>();
             std::thread::Builder::new()
                 .name(format!("placer-http-{n}"))
                 .spawn(move || {
-                    runtime.block_on(async move {
-                        match TcpListener::from_std(tcp) {
-                            Ok(tcp) => shared.accept_until_stopped(tcp).await,
-                            Err(e) => warn!(error = %e, "serving the listening socket"),
-                        }
-                    });
+                    runtime.block_on(shared.accept_until_stopped(tcp));
                     // Dropped unsent if the thread panics.
                     let _ = done.send(());
                 })?;
