@@ -47,7 +47,7 @@ pub use events::EventFeed;
 pub use objects::Objects;
 pub use published::{PublishStats, Published, Snapshot};
 pub use replica::{Replica, SyncStats};
-pub use state::{ClusterState, ImageState, NodeUsage, Stored, share_counted};
+pub use state::{ClusterState, ImageState, NodeUsage, Stored, read_pod, share_counted};
 pub use watch_health::{WatchHealth, WatchHealthSet};
 pub use zone_index::{CountDimension, CountKey, CountSelector, ZoneIndex};
 

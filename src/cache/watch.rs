@@ -34,7 +34,7 @@ use crate::cache::events::{
 };
 use crate::cache::lean::Lean;
 use crate::cache::watch_stream::{self, Step};
-use crate::cache::{Cache, ClusterState, Stored, share_counted};
+use crate::cache::{Cache, ClusterState, Stored, read_pod};
 use crate::objects::csi::{AttachmentInfo, CsiDriverInfo, CsiNodeInfo, StorageCapacityInfo};
 use crate::objects::namespace::NamespaceInfo;
 use crate::objects::object_key;
@@ -128,12 +128,9 @@ pub async fn watch_nodes(client: Client, cache: Arc<Cache>, delay: Duration) {
 
 /// A watched pod as the state keeps it. Shared as it is read, so a listed
 /// page's pods never hold copies of the records their neighbours already
-/// hold, and the cache's write lock is not held for it (see
-/// [`share_counted`]).
-fn read_pod(p: &Lean<Pod>) -> PodInfo {
-    let mut pod = PodInfo::from(&p.0);
-    share_counted(&mut pod);
-    pod
+/// hold, and the cache's write lock is not held for it (see [`read_pod`]).
+fn convert_pod(p: &Lean<Pod>) -> PodInfo {
+    read_pod(&p.0)
 }
 
 /// Watches assigned Pods forever, applying every event to `cache` `delay`
@@ -141,7 +138,7 @@ fn read_pod(p: &Lean<Pod>) -> PodInfo {
 pub async fn watch_pods(client: Client, cache: Arc<Cache>, delay: Duration) {
     let sink = Sink {
         kind: "pod",
-        convert: read_pod,
+        convert: convert_pod,
         apply: |s, p, events| {
             if !events {
                 return Applied {
@@ -563,7 +560,7 @@ mod tests {
     #[test]
     fn watched_bound_pods_share_equal_specs_and_labels() {
         let read = |name: &str, node: Option<&str>| {
-            read_pod(
+            convert_pod(
                 &serde_json::from_value(serde_json::json!({
                     "metadata": {"name": name, "namespace": "ns", "labels": {"app": "web"}},
                     "spec": {"nodeName": node, "containers": [{"name": "c", "image": "app:1"}]}

@@ -37,7 +37,7 @@ use rustls_pki_types::pem::PemObject;
 use serde::de::DeserializeOwned;
 
 use super::{OutputFormat, ScoreArgs};
-use crate::cache::{Cache, ClusterState, Stored};
+use crate::cache::{Cache, ClusterState, Stored, read_pod};
 use crate::explain::{Diagnoses, Explainer, InTree, PendingPods, http, names};
 use crate::objects::csi::{AttachmentInfo, CsiDriverInfo, CsiNodeInfo, StorageCapacityInfo};
 use crate::objects::namespace::NamespaceInfo;
@@ -331,7 +331,7 @@ async fn one_shot(
     let (assigned, pending): (Vec<PodInfo>, Vec<PodInfo>) = pods
         .items
         .iter()
-        .map(PodInfo::from)
+        .map(read_pod)
         .partition(|p| p.node_name.is_some());
     state.replace_pods(assigned);
     keyed::<PodDisruptionBudget, DisruptionBudget>(&client, &mut state, "poddisruptionbudgets")

@@ -21,7 +21,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use serde::de::DeserializeOwned;
 use serde_yaml_ng::Value;
 
-use crate::cache::{ClusterState, share_counted};
+use crate::cache::{ClusterState, read_pod};
 use crate::objects::{NodeInfo, PodInfo};
 use crate::yaml::{self, FieldPath, Mark};
 
@@ -237,9 +237,7 @@ impl Reader<'_> {
         let label = object_label("Pod", &value, true);
         let pod: Pod = self.decode(value, at, &label)?;
         validate::pod(&pod).map_err(|p| self.fail(at, &label, &p.field, &p.message))?;
-        let mut info = PodInfo::from(&pod);
-        share_counted(&mut info);
-        self.out.pods.push(info);
+        self.out.pods.push(read_pod(&pod));
         Ok(())
     }
 

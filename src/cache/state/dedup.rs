@@ -34,6 +34,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasher, Hash};
 use std::sync::{Arc, LazyLock, Weak};
 
+use k8s_openapi::api::core::v1::Pod;
 use parking_lot::Mutex;
 
 use crate::objects::PodInfo;
@@ -46,6 +47,15 @@ const MIN_SWEEP: usize = 256;
 static SPECS: LazyLock<Dedup<PodSpecInfo>> = LazyLock::new(Dedup::default);
 /// The counted pods' label maps.
 static LABELS: LazyLock<Dedup<BTreeMap<String, String>>> = LazyLock::new(Dedup::default);
+
+/// `pod` as the cache keeps it: converted, and, if the state counts it,
+/// sharing its spec and labels with equal pods' (see [`share_counted`]).
+/// Where pods enter the cache (watches, snapshot files, one-shot lists).
+pub fn read_pod(pod: &Pod) -> PodInfo {
+    let mut info = PodInfo::from(pod);
+    share_counted(&mut info);
+    info
+}
 
 /// Points a pod that the state counts (assigned, not terminal) at the
 /// spec record and label map held for equal values; other pods are left

@@ -23,7 +23,7 @@ use crate::objects::workload::{
     ReplicaSetSelector, ReplicationControllerSelector, ServiceSelector, StatefulSetSelector,
 };
 use crate::objects::{DisruptionBudget, NodeIndex, NodeInfo, PodInfo};
-pub use dedup::share_counted;
+pub use dedup::{read_pod, share_counted};
 use images::ImageIndex;
 pub use images::ImageState;
 use node_table::NodeTable;
