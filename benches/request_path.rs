@@ -16,7 +16,10 @@
 //!   (`PLACER_BENCH_NODES`, `PLACER_BENCH_PODS`, `PLACER_BENCH_SHAPE=full`
 //!   change the case).
 //! - `breakdown`: medians of each stage of the 5,000-name cycle (body
-//!   decode, name resolution, plugins, result building, encode).
+//!   decode, name resolution, plugins, result building, encode);
+//!   `PLACER_BENCH_NAMES` asks for fewer names, `PLACER_BENCH_COLD=1` evicts
+//!   the caches before each stage (kube-scheduler's pace: each request
+//!   finds them filled by other processes).
 //! - `probe`: per-node costs of the primitives the path is built from (name
 //!   lookups, dedup set, label lookups, body decode variants).
 //! - `fixtures`: writes the load-test inputs into `PLACER_BENCH_OUT`
@@ -182,9 +185,14 @@ fn run_loop() {
         &nodes,
         support::pods(env("PLACER_BENCH_PODS", 150_000), &nodes),
     );
+    let verb = std::env::var("PLACER_BENCH_VERB").unwrap_or_default();
     let t = Instant::now();
     for _ in 0..iters {
-        black_box(cycle(&state, black_box(&body)));
+        match verb.as_str() {
+            "filter" => drop(black_box(filter_once(&state, black_box(&body)))),
+            "prioritize" => drop(black_box(prioritize_once(&state, black_box(&body)))),
+            _ => drop(black_box(cycle(&state, black_box(&body)))),
+        }
     }
     eprintln!("{iters} cycles, mean {}", fmt(t.elapsed() / iters as u32));
 }
@@ -203,8 +211,24 @@ fn breakdown() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(300);
     let nodes = support::nodes(5_000);
-    let body = support::names_body(&support::incoming_pod(), &nodes);
+    let body = support::names_body(
+        &support::incoming_pod(),
+        &picked(env("PLACER_BENCH_NAMES", LOAD_NODES)),
+    );
     let state = support::app_state(&nodes, support::pods(150_000, &nodes));
+    // Between two requests kube-scheduler and the API server run on the
+    // same cores: with `PLACER_BENCH_COLD=1` every timed stage starts with
+    // the caches filled by something else.
+    let evictor_on = env("PLACER_BENCH_COLD", 0) == 1;
+    let mut evictor = evictor_on.then(|| vec![0u8; 64 << 20]);
+    let mut evict = || {
+        if let Some(buffer) = evictor.as_mut() {
+            for line in buffer.chunks_mut(64) {
+                line[0] = line[0].wrapping_add(1);
+            }
+            black_box(&buffer);
+        }
+    };
     let names = [
         "decode body (borrowed ExtenderArgsRef)",
         "request::decode (pod)",
@@ -224,6 +248,7 @@ fn breakdown() {
                 samples[k].push(t.elapsed());
             }
         };
+        evict();
         let t = Instant::now();
         let args = black_box(decode());
         lap(0, t);
@@ -232,16 +257,19 @@ fn breakdown() {
             let req = request::decode(args).expect("request");
             lap(1, t);
             let cluster = state.cache.read();
+            evict();
             let t = Instant::now();
             let resolved = black_box(req.resolve(&cluster));
             lap(2, t);
             let known = &resolved.known;
             let fw = request::profile_for(&policy, &req.pod).expect("profile");
+            evict();
             let t = Instant::now();
             let mut cycle = CycleState::new();
             let pre = fw.pre_filter(&mut cycle, &req.pod, &cluster);
             black_box(fw.filter_nodes(&cycle, &pre, &req.pod, known, &cluster));
             lap(3, t);
+            evict();
             let t = Instant::now();
             black_box(
                 fw.score_totals(&mut CycleState::new(), &req.pod, known, &cluster)
@@ -249,14 +277,24 @@ fn breakdown() {
             );
             lap(4, t);
         }
+        evict();
         let t = Instant::now();
         black_box(filter::respond(&state, decode()).expect("filter"));
         lap(5, t);
+        evict();
         let t = Instant::now();
         black_box(prioritize::respond(&state, decode()).expect("prioritize"));
         lap(6, t);
     }
-    println!("stage medians, names shape, 5,000 nodes, 150,000 pods, {iters} iterations:");
+    println!(
+        "stage medians, {} names, 5,000 nodes, 150,000 pods, {iters} iterations{}:",
+        env("PLACER_BENCH_NAMES", LOAD_NODES),
+        if evictor_on {
+            ", caches evicted before each stage"
+        } else {
+            ""
+        }
+    );
     for (name, mut v) in names.iter().zip(samples) {
         v.sort();
         println!("  {name:<52} {:>9}", fmt(pct(&v, 50.0)));

@@ -90,6 +90,16 @@ impl ClusterState {
         self.nodes.get_indexed(name)
     }
 
+    /// [`ClusterState::node_indexed`] of every name of `names`, in order, in
+    /// one pass that overlaps the lookups' memory loads.
+    pub fn nodes_indexed_each<'c, 'n, S: AsRef<str>>(
+        &'c self,
+        names: &'n [S],
+        each: impl FnMut(&'n S, Option<(usize, &'c Arc<NodeInfo>)>),
+    ) {
+        self.nodes.get_indexed_each(names, each);
+    }
+
     /// Every node's index (see [`ClusterState::node_indexed`]) is below this.
     pub fn node_index_bound(&self) -> usize {
         self.nodes.index_bound()

@@ -13,18 +13,21 @@
 //! nodes went there).
 //!
 //! A request looks up every name it was sent (5,000 at 5,000 nodes), so the
-//! lookup touches as little memory as it can: the names sit in the hash
-//! table's buckets ([`NameKey`]), not behind a pointer to a string allocated
-//! somewhere among the node's labels, and the records sit in their own dense
-//! vector of pointers (8 bytes per node), apart from the usage, which is
-//! larger and which the extender's verbs never read.
+//! lookup touches as little memory as it can ([`by_name`]): a slot and a row
+//! holding the name and the record per name, prefetched ahead, apart from
+//! the usage, which is larger and which the extender's verbs never read.
 
-use std::borrow::Borrow;
+mod by_name;
+
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::objects::pod::HostPort;
 use crate::objects::{NodeIndex, NodeInfo, PodInfo, Resources};
+
+#[cfg(test)]
+use by_name::INLINE_NAME;
+use by_name::{ByName, Row};
 
 /// What the pods assigned to one node take from it.
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -77,9 +80,9 @@ impl NodeUsage {
 /// node's index is given to the next new node.
 #[derive(Debug, Default, Clone)]
 pub struct NodeTable {
-    by_name: HashMap<NameKey, u32, foldhash::fast::RandomState>,
-    /// By index: the record there (`None`: a free index).
-    records: Vec<Option<Arc<NodeInfo>>>,
+    by_name: ByName,
+    /// By index: the name and record there (no record: a free index).
+    rows: Vec<Row>,
     /// By index: what the pods counted on the node there take from it.
     usages: Vec<NodeUsage>,
     /// Free indexes, the next one to hand out last.
@@ -90,62 +93,6 @@ pub struct NodeTable {
     unlisted: HashMap<String, NodeUsage, foldhash::fast::RandomState>,
 }
 
-/// Names up to this many bytes sit in the bucket: cloud node names run to
-/// 30–45 bytes (`ip-10-0-1-36.us-east-1.compute.internal`), past what 23-byte
-/// inline-string crates hold; the key is 48 bytes, its bucket 56.
-const INLINE_NAME: usize = 46;
-
-/// A node's name as the table's key, hashed and compared as its bytes (a
-/// lookup borrows `&[u8]`).
-#[derive(Debug, Clone)]
-enum NameKey {
-    /// Short enough to sit in the bucket.
-    Inline { len: u8, bytes: [u8; INLINE_NAME] },
-    /// Longer names.
-    Heap(Box<[u8]>),
-}
-
-impl NameKey {
-    fn new(name: &str) -> Self {
-        let mut bytes = [0; INLINE_NAME];
-        match (bytes.get_mut(..name.len()), u8::try_from(name.len())) {
-            (Some(prefix), Ok(len)) => {
-                prefix.copy_from_slice(name.as_bytes());
-                NameKey::Inline { len, bytes }
-            }
-            _ => NameKey::Heap(name.as_bytes().into()),
-        }
-    }
-
-    fn as_bytes(&self) -> &[u8] {
-        match self {
-            NameKey::Inline { len, bytes } => bytes.get(..usize::from(*len)).unwrap_or_default(),
-            NameKey::Heap(bytes) => bytes,
-        }
-    }
-}
-
-/// `Borrow<[u8]>` needs hashing and equality to agree with the bytes'.
-impl std::hash::Hash for NameKey {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.as_bytes().hash(state);
-    }
-}
-
-impl PartialEq for NameKey {
-    fn eq(&self, other: &Self) -> bool {
-        self.as_bytes() == other.as_bytes()
-    }
-}
-
-impl Eq for NameKey {}
-
-impl Borrow<[u8]> for NameKey {
-    fn borrow(&self) -> &[u8] {
-        self.as_bytes()
-    }
-}
-
 impl NodeTable {
     /// The node called `name`.
     pub fn get(&self, name: &str) -> Option<&Arc<NodeInfo>> {
@@ -154,35 +101,54 @@ impl NodeTable {
 
     /// The node called `name` with its index.
     pub fn get_indexed(&self, name: &str) -> Option<(usize, &Arc<NodeInfo>)> {
-        let index = *self.by_name.get(name.as_bytes())? as usize;
-        Some((index, self.records.get(index)?.as_ref()?))
+        let index = self.by_name.get(&self.rows, name)? as usize;
+        Some((index, self.record(index)?))
+    }
+
+    /// The record at `index`.
+    fn record(&self, index: usize) -> Option<&Arc<NodeInfo>> {
+        self.rows.get(index)?.record.as_ref()
+    }
+
+    /// Calls `each` with every name of `names`, in order, and what
+    /// [`NodeTable::get_indexed`] gives for it: one pass that overlaps the
+    /// lookups' memory loads (an extender request's names).
+    pub fn get_indexed_each<'c, 'n, S: AsRef<str>>(
+        &'c self,
+        names: &'n [S],
+        mut each: impl FnMut(&'n S, Option<(usize, &'c Arc<NodeInfo>)>),
+    ) {
+        self.by_name.get_each(&self.rows, names, |name, index| {
+            let found = index.and_then(|i| Some((i as usize, self.record(i as usize)?)));
+            if let Some((_, record)) = found {
+                // The part of a record the extender's plugins read (label
+                // ids): loading now, while the names are looked up, it is
+                // in cache when they run.
+                by_name::prefetch(&record.inputs);
+            }
+            each(name, found);
+        });
     }
 
     /// The index node `name` has, or would get if it were inserted now.
     pub fn index_for(&self, name: &str) -> u32 {
         self.by_name
-            .get(name.as_bytes())
-            .copied()
-            .unwrap_or_else(|| {
-                self.free
-                    .last()
-                    .copied()
-                    .unwrap_or(self.records.len() as u32)
-            })
+            .get(&self.rows, name)
+            .unwrap_or_else(|| self.free.last().copied().unwrap_or(self.rows.len() as u32))
     }
 
     /// The nodes that must leave before `name` can sit at `index`: another
     /// node holding `index`, and `name` itself held under another index.
     pub fn displaced_by(&self, name: &str, index: u32) -> Vec<String> {
         let mut displaced = Vec::new();
-        let holder = self.records.get(index as usize).and_then(Option::as_ref);
+        let holder = self.record(index as usize);
         if let Some(holder) = holder.filter(|h| h.name != name) {
             displaced.push(holder.name.clone());
         }
         if self
             .by_name
-            .get(name.as_bytes())
-            .is_some_and(|&i| i != index)
+            .get(&self.rows, name)
+            .is_some_and(|i| i != index)
         {
             displaced.push(name.to_owned());
         }
@@ -202,18 +168,19 @@ impl NodeTable {
         for name in self.displaced_by(&node.name, index) {
             self.remove(&name);
         }
-        if let Some(Some(old)) = self.records.get_mut(index as usize) {
+        if let Some(Row {
+            record: Some(old), ..
+        }) = self.rows.get_mut(index as usize)
+        {
             return Some(std::mem::replace(old, node));
         }
         self.take_index(index);
         let usage = self.unlisted.remove(&node.name).unwrap_or_default();
-        self.by_name.insert(NameKey::new(&node.name), index);
         if let Some(slot) = self.usages.get_mut(index as usize) {
             *slot = usage;
         }
-        if let Some(slot) = self.records.get_mut(index as usize) {
-            *slot = Some(node);
-        }
+        let name = node.name.clone();
+        self.by_name.insert(&mut self.rows, &name, index, node);
         None
     }
 
@@ -222,9 +189,9 @@ impl NodeTable {
         if let Some(at) = self.free.iter().rposition(|&i| i == index) {
             self.free.remove(at);
         }
-        while self.records.len() <= index as usize {
-            let grown = self.records.len() as u32;
-            self.records.push(None);
+        while self.rows.len() <= index as usize {
+            let grown = self.rows.len() as u32;
+            self.rows.push(Row::default());
             self.usages.push(NodeUsage::default());
             if grown != index {
                 self.free.push(grown);
@@ -235,8 +202,8 @@ impl NodeTable {
     /// Removes the node called `name`; its index is free again, and the
     /// usage of its pods waits for it under its name.
     pub fn remove(&mut self, name: &str) -> Option<Arc<NodeInfo>> {
-        let index = self.by_name.remove(name.as_bytes())?;
-        let node = self.records.get_mut(index as usize)?.take();
+        let index = self.by_name.remove(&self.rows, name)?;
+        let node = self.rows.get_mut(index as usize)?.record.take();
         let usage = self
             .usages
             .get_mut(index as usize)
@@ -256,10 +223,10 @@ impl NodeTable {
         nodes: impl IntoIterator<Item = NodeInfo>,
         mut prepare: impl FnMut(&mut NodeInfo),
     ) {
-        let records = std::mem::take(&mut self.records);
+        let rows = std::mem::take(&mut self.rows);
         let usages = std::mem::take(&mut self.usages);
-        for (node, usage) in records.into_iter().zip(usages) {
-            if let Some(node) = node
+        for (row, usage) in rows.into_iter().zip(usages) {
+            if let Some(node) = row.record
                 && usage.pods > 0
             {
                 self.unlisted.insert(node.name.clone(), usage);
@@ -276,8 +243,8 @@ impl NodeTable {
 
     /// What the pods on node `name` use (`None` when none are counted).
     pub fn usage(&self, name: &str) -> Option<&NodeUsage> {
-        match self.by_name.get(name.as_bytes()) {
-            Some(&index) => self.usages.get(index as usize)?.counted(),
+        match self.by_name.get(&self.rows, name) {
+            Some(index) => self.usages.get(index as usize)?.counted(),
             None => self.unlisted.get(name),
         }
     }
@@ -289,7 +256,7 @@ impl NodeTable {
     /// whichever node holds its index.
     pub fn usage_of(&self, node: &NodeInfo) -> Option<&NodeUsage> {
         let index = node.index.get().map(|index| index as usize);
-        let held = index.and_then(|i| self.records.get(i)?.as_ref());
+        let held = index.and_then(|i| self.record(i));
         match (held, index.and_then(|i| self.usages.get(i))) {
             (Some(held), Some(usage)) if std::ptr::eq(Arc::as_ptr(held), node) => usage.counted(),
             _ => self.usage(&node.name),
@@ -298,8 +265,8 @@ impl NodeTable {
 
     /// Counts `pod` on node `name`.
     pub fn count_pod(&mut self, name: &str, pod: &PodInfo) {
-        let held = match self.by_name.get(name.as_bytes()) {
-            Some(&index) => self.usages.get_mut(index as usize),
+        let held = match self.by_name.get(&self.rows, name) {
+            Some(index) => self.usages.get_mut(index as usize),
             None => None,
         };
         match held {
@@ -311,7 +278,7 @@ impl NodeTable {
     /// Stops counting `pod` on node `name`; a node left without pods starts
     /// afresh (no zero entries of extended resources or ports linger).
     pub fn uncount_pod(&mut self, name: &str, pod: &PodInfo) {
-        if let Some(&index) = self.by_name.get(name.as_bytes()) {
+        if let Some(index) = self.by_name.get(&self.rows, name) {
             if let Some(usage) = self.usages.get_mut(index as usize) {
                 usage.remove(pod);
                 if usage.pods <= 0 {
@@ -336,12 +303,12 @@ impl NodeTable {
 
     /// Every node, in index order.
     pub fn values(&self) -> impl Iterator<Item = &Arc<NodeInfo>> {
-        self.records.iter().filter_map(Option::as_ref)
+        self.rows.iter().filter_map(|r| r.record.as_ref())
     }
 
     /// Every node, for updating in place (the index stays).
     pub fn values_mut(&mut self) -> impl Iterator<Item = &mut Arc<NodeInfo>> {
-        self.records.iter_mut().filter_map(Option::as_mut)
+        self.rows.iter_mut().filter_map(|r| r.record.as_mut())
     }
 
     /// Number of nodes.
@@ -351,7 +318,7 @@ impl NodeTable {
 
     /// Every node's index is below this.
     pub fn index_bound(&self) -> usize {
-        self.records.len()
+        self.rows.len()
     }
 }
 

@@ -174,8 +174,7 @@ impl Request<'_> {
                 let mut unknown: HashSet<&str> = HashSet::new();
                 let mut nodes = Vec::with_capacity(names.len());
                 let mut known = Vec::with_capacity(names.len());
-                for name in names {
-                    let node = cluster.node_indexed(name);
+                cluster.nodes_indexed_each(names, |name, node| {
                     let fresh = match node {
                         Some((i, _)) => first_time(&mut seen, i),
                         None => unknown.insert(&**name),
@@ -188,7 +187,7 @@ impl Request<'_> {
                             raw: None,
                         });
                     }
-                }
+                });
                 Resolved { nodes, known }
             }
             Sent::Full(full) => Resolved {

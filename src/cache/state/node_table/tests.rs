@@ -163,3 +163,59 @@ fn names_on_both_sides_of_the_inline_length_are_found_and_told_apart() {
     }
     assert_eq!(t.len(), 0);
 }
+
+/// The name lookup (open addressing, entries shifted back on removal)
+/// against a map, through inserts and removals that reuse indexes and grow
+/// the table, with names that do and do not fit in the row.
+#[test]
+fn lookups_agree_with_a_map_through_inserts_and_removals() {
+    let pool: Vec<String> = (0..300)
+        .map(|i| match i % 3 {
+            0 => format!("n{i}"),
+            1 => format!("ip-10-0-{i}-36.us-east-1.compute.internal"),
+            _ => format!("a-node-name-longer-than-forty-six-bytes-of-row-{i}"),
+        })
+        .collect();
+    let mut t = NodeTable::default();
+    let mut model: HashMap<&str, usize> = HashMap::new();
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let unknown = ["", "n", "ip-10-0-1-36", "nobody"];
+    for step in 0..4000 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let name = pool[(x % pool.len() as u64) as usize].as_str();
+        if model.contains_key(name) {
+            assert!(t.remove(name).is_some(), "{name} at step {step}");
+            model.remove(name);
+        } else {
+            assert!(add(&mut t, name).is_none());
+            model.insert(name, index(&t, name));
+        }
+        if step % 97 == 0 {
+            assert_eq!(t.len(), model.len());
+            let asked: Vec<&str> = pool.iter().map(String::as_str).chain(unknown).collect();
+            let mut each = Vec::new();
+            t.get_indexed_each(&asked, |name, found| {
+                each.push((*name, found.map(|(i, n)| (i, n.name.clone()))));
+            });
+            for (name, found) in each {
+                let want = model.get(name).map(|&i| (i, name.to_owned()));
+                assert_eq!(found, want, "{name} at step {step}");
+                assert_eq!(t.get_indexed(name).map(|(i, _)| i), want.map(|(i, _)| i));
+            }
+        }
+    }
+}
+
+#[test]
+fn an_empty_table_finds_nothing() {
+    let t = NodeTable::default();
+    let mut seen = 0;
+    t.get_indexed_each(&["a", "b"], |_, found| {
+        assert!(found.is_none());
+        seen += 1;
+    });
+    assert_eq!(seen, 2);
+    assert!(t.get("a").is_none());
+}
