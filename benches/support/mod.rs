@@ -442,6 +442,8 @@ pub fn filter_once(state: &ExtenderState, body: &[u8]) -> usize {
 
 /// The encoded `/filter` answer to `body`.
 pub fn filter_bytes(state: &ExtenderState, body: &[u8]) -> Vec<u8> {
+    // A filter decodes its pod: it is the first verb of a pod's cycle.
+    state.last_pod.forget();
     let args = protocol::from_slice(body).expect("decode filter body");
     match filter::respond(state, args).expect("filter") {
         filter::Answer::Encoded(bytes) => bytes,
@@ -449,7 +451,8 @@ pub fn filter_bytes(state: &ExtenderState, body: &[u8]) -> Vec<u8> {
     }
 }
 
-/// `/prioritize` without the socket: decode, evaluate, encode.
+/// `/prioritize` without the socket: decode, evaluate, encode. Its pod is
+/// the one decoded last (after the first call), as after the pod's filter.
 #[inline(never)]
 pub fn prioritize_once(state: &ExtenderState, body: &[u8]) -> usize {
     let args = protocol::from_slice(body).expect("decode prioritize body");

@@ -46,7 +46,7 @@ pub async fn explain(
 /// Explains the request.
 pub fn evaluate(state: &ExtenderState, args: ExtenderArgsRef<'_>) -> Result<Explanation, ApiError> {
     let policy = state.policy.load();
-    let req = request::decode(args)?;
+    let req = request::decode(args, &state.last_pod)?;
     let snapshot = state.cache.snapshot();
     let cluster = snapshot.state();
     let resolved = req.resolve(cluster);

@@ -85,7 +85,7 @@ pub fn respond(state: &ExtenderState, args: ExtenderArgsRef<'_>) -> Result<Answe
         return Ok(Answer::error(NOT_SYNCED));
     }
     let policy = state.policy.load();
-    let req = request::decode(args)?;
+    let req = request::decode(args, &state.last_pod)?;
     // After the policy: a reload's new dimensions are written before it
     // stores the policy, so this view has them.
     let snapshot = state.cache.snapshot();

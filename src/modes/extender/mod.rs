@@ -88,6 +88,8 @@ pub struct ExtenderState {
     /// At most one "bind refused" log line per 10 s: anyone who can reach
     /// the verbs can cause them.
     pub bind_log: Arc<LogLimiter>,
+    /// The pod the verbs decoded last (a cycle's verbs send the same pod).
+    pub last_pod: Arc<request::LastPod>,
 }
 
 /// A JSON answer, labelled [`Outcome::Error`] when it carries a domain error.
@@ -123,6 +125,7 @@ impl ExtenderState {
             retry: None,
             pending: None,
             bind_log: Arc::new(LogLimiter::new(Duration::from_secs(10))),
+            last_pod: Arc::default(),
         }
     }
 

@@ -30,7 +30,7 @@ pub fn respond(state: &ExtenderState, args: ExtenderArgsRef<'_>) -> Result<Vec<u
         return Err(ApiError::NotSynced);
     }
     let policy = state.policy.load();
-    let req = request::decode(args)?;
+    let req = request::decode(args, &state.last_pod)?;
     let snapshot = state.cache.snapshot();
     let cluster = snapshot.state();
     let Resolved { nodes, known } = req.resolve(cluster);
