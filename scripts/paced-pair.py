@@ -11,7 +11,9 @@ context switches around every round.
     scripts/paced-pair.py PID_A URL_A PID_B URL_B BODY VERB [N] [ROUNDS] [GAP_MS]
 
 (defaults 200 requests, 20 rounds, 3 ms). Prints the medians per request and
-the median of the per-round A/B CPU ratios with their range. Loopback only.
+the median of the per-round A/B CPU ratios with their range, then each side's
+client-side latency (p50, p99) and the median of the per-round p50 ratios.
+Loopback only.
 """
 import http.client
 import os
@@ -41,25 +43,30 @@ class Side:
         self.pid, self.verb, self.body = pid, verb, body
         self.path = u.path.rstrip("/") + "/" + verb
         self.conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
-        self.cpu_us, self.switches = [], []
+        self.cpu_us, self.switches, self.latency_us = [], [], []
 
     def request(self):
+        """One POST; its latency as the client sees it, in microseconds."""
+        start = time.perf_counter()
         self.conn.request("POST", self.path, self.body, {"Content-Type": "application/json"})
         reply = self.conn.getresponse()
         reply.read()
         if reply.status != 200:
             sys.exit(f"{self.path}: HTTP {reply.status}")
+        return (time.perf_counter() - start) * 1e6
 
     def round(self, n, gap, record=True):
         ns0, sw0 = cpu_and_switches(self.pid)
+        latencies = []
         for _ in range(n):
-            self.request()
+            latencies.append(self.request())
             if gap:
                 time.sleep(gap)
         ns1, sw1 = cpu_and_switches(self.pid)
         if record:
             self.cpu_us.append((ns1 - ns0) / n / 1000)
             self.switches.append((sw1 - sw0) / n)
+            self.latency_us.extend(latencies)
 
 
 def main():
@@ -74,17 +81,30 @@ def main():
     a, b = Side(pid_a, url_a, verb, body), Side(pid_b, url_b, verb, body)
     a.round(100, 0, record=False)
     b.round(100, 0, record=False)
-    ratios = []
+    ratios, p50_ratios = [], []
     for _ in range(rounds):
         a.round(n, gap)
         b.round(n, gap)
         ratios.append(a.cpu_us[-1] / b.cpu_us[-1])
+        p50_ratios.append(
+            statistics.median(a.latency_us[-n:]) / statistics.median(b.latency_us[-n:])
+        )
     med = statistics.median
+
+    def p99(values):
+        return sorted(values)[min(len(values) - 1, len(values) * 99 // 100)]
+
     print(
         f"{verb} {os.path.basename(body_path)} gap {gap * 1000:g} ms, {rounds} rounds of {n}: "
         f"A {med(a.cpu_us):.0f} us CPU, {med(a.switches):.1f} switches per request | "
         f"B {med(b.cpu_us):.0f} us, {med(b.switches):.1f} | "
         f"A/B {med(ratios):.2f} (rounds {min(ratios):.2f}-{max(ratios):.2f})"
+    )
+    print(
+        f"  latency, client-side: A p50 {med(a.latency_us):.0f} us p99 {p99(a.latency_us):.0f} | "
+        f"B p50 {med(b.latency_us):.0f} us p99 {p99(b.latency_us):.0f} | "
+        f"A/B p50 {med(p50_ratios):.2f} (rounds {min(p50_ratios):.2f}-{max(p50_ratios):.2f}), "
+        f"p99 {p99(a.latency_us) / p99(b.latency_us):.2f}"
     )
 
 
