@@ -179,8 +179,7 @@ impl NodeTable {
         if let Some(slot) = self.usages.get_mut(index as usize) {
             *slot = usage;
         }
-        let name = node.name.clone();
-        self.by_name.insert(&mut self.rows, &name, index, node);
+        self.by_name.insert(&mut self.rows, index, node);
         None
     }
 

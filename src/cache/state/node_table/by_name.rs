@@ -215,17 +215,17 @@ impl ByName {
         }
     }
 
-    /// Records `name` at `index` in `rows` (the row must be free, the name
-    /// not in the table).
-    pub(super) fn insert(&mut self, rows: &mut [Row], name: &str, index: u32, node: Arc<NodeInfo>) {
+    /// Records `node` under its name at `index` in `rows` (the row must be
+    /// free, the name not in the table).
+    pub(super) fn insert(&mut self, rows: &mut [Row], index: u32, node: Arc<NodeInfo>) {
+        let hash = self.hash(node.name.as_bytes());
         if let Some(row) = rows.get_mut(index as usize) {
-            row.name = NameKey::new(name);
+            row.name = NameKey::new(&node.name);
             row.record = Some(node);
         }
         if (self.len + 1) * 2 > self.slots.len() {
             self.grow();
         }
-        let hash = self.hash(name.as_bytes());
         self.place(u64::from(hash) << 32 | u64::from(index + 1));
         self.len += 1;
     }
