@@ -67,7 +67,12 @@ impl Placer {
         extra_args: &[&str],
         kubeconfig: &Path,
     ) -> anyhow::Result<Self> {
-        let policy_path = env.dir().join(format!("{name}-policy.yaml"));
+        // In a directory of its own, as a ConfigMap volume mounts it: placer watches the
+        // directory, and the logs written beside it (kwok's, busy in the scale runs) are no
+        // concern of a deployed placer.
+        let policy_dir = env.dir().join(format!("{name}-policy"));
+        std::fs::create_dir_all(&policy_dir)?;
+        let policy_path = policy_dir.join("policy.yaml");
         std::fs::write(&policy_path, policy)?;
         let log = env.dir().join(format!("{name}.log"));
         env.register_log(name, &log);
