@@ -1,18 +1,23 @@
-//! What decoding one watched pod costs, as the cache's watches decode it: into k8s-openapi's
-//! `Pod` with `metadata.managedFields` (before) and through `Lean<Pod>`, which skips it (now),
-//! each followed by the conversion to placer's `PodInfo`. The pod is a Deployment's replica as
-//! a v1.37 API server sends it: three field managers (kube-controller-manager's create, the
-//! scheduler's binding, the kubelet's status). Prints p50 per case; cases are interleaved round
-//! by round so machine noise hits them alike.
+//! What decoding one watched object costs, as the cache's watches decode it.
+//!
+//! - A pod: into k8s-openapi's `Pod` with `metadata.managedFields` (before) and through
+//!   `Lean<Pod>`, which skips it (now), each followed by the conversion to placer's `PodInfo`.
+//!   The pod is a Deployment's replica as a v1.37 API server sends it: three field managers
+//!   (kube-controller-manager's create, the scheduler's binding, the kubelet's status).
+//! - A node's heartbeat: through `Lean<Node>` and `NodeInfo::from` (before) and straight into
+//!   the record with `LeanNode` (now). The node is a kwok node as the scale harness makes it:
+//!   15 labels, five conditions, two field managers.
+//!
+//! Prints p50 per case; cases are interleaved round by round so machine noise hits them alike.
 //!
 //! `cargo bench --bench watch_decode` (`PLACER_BENCH_ITERS` sets the rounds, default 20000).
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Pod;
-use placer::cache::lean::Lean;
-use placer::objects::PodInfo;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use placer::cache::lean::{Lean, LeanNode};
+use placer::objects::{NodeInfo, PodInfo};
 use serde_json::json;
 
 fn fields(paths: &[&str]) -> serde_json::Value {
@@ -78,33 +83,136 @@ fn replica() -> Vec<u8> {
     .expect("encode")
 }
 
-fn main() {
-    let rounds: usize = std::env::var("PLACER_BENCH_ITERS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(20_000);
-    let bytes = replica();
-    let mut full = Vec::with_capacity(rounds);
-    let mut lean = Vec::with_capacity(rounds);
+fn heartbeat_node() -> Vec<u8> {
+    let mut labels = serde_json::Map::new();
+    for (k, v) in [
+        (
+            "kubernetes.io/hostname",
+            "ip-10-0-19-136.eu-west-1.compute.internal",
+        ),
+        ("kubernetes.io/os", "linux"),
+        ("kubernetes.io/arch", "amd64"),
+        ("topology.kubernetes.io/region", "eu-west-1"),
+        ("topology.kubernetes.io/zone", "eu-west-1b"),
+        ("node.kubernetes.io/instance-type", "m6i.2xlarge"),
+        ("node.kubernetes.io/hw-encrypt", "true"),
+        ("net", "high"),
+        ("type", "kwok"),
+    ]
+    .into_iter()
+    .chain((0..6).map(|i| ("example.com/pool", ["a", "b", "c", "d", "e", "f"][i])))
+    {
+        labels.insert(k.to_owned(), json!(v));
+    }
+    let condition = |t: &str, status: &str| {
+        json!({ "type": t, "status": status, "reason": format!("Kubelet{t}"),
+                "message": format!("kubelet reports {t}"),
+                "lastHeartbeatTime": "2026-12-05T04:31:02Z",
+                "lastTransitionTime": "2026-12-05T04:27:41Z" })
+    };
+    let manager = |name: &str, sub: Option<&str>, paths: &[&str]| {
+        let mut e = json!({ "manager": name, "operation": "Update", "apiVersion": "v1",
+            "time": "2026-12-05T04:31:02Z", "fieldsType": "FieldsV1",
+            "fieldsV1": { "f:status": fields(paths) } });
+        if let Some(sub) = sub {
+            e["subresource"] = json!(sub);
+        }
+        e
+    };
+    serde_json::to_vec(&json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {
+            "name": "ip-10-0-19-136.eu-west-1.compute.internal",
+            "uid": "6d1b7a0e-8a36-4a8e-9d55-0b8f3c1f1d2a", "resourceVersion": "918273",
+            "creationTimestamp": "2026-12-05T04:27:41Z", "labels": labels,
+            "annotations": { "kwok.x-k8s.io/node": "fake",
+                             "node.alpha.kubernetes.io/ttl": "0" },
+            "managedFields": [
+                manager("placer-e2e", None, &["allocatable", "capacity"]),
+                manager("kwok", Some("status"),
+                        &["addresses", "conditions", "daemonEndpoints", "phase"]),
+            ]
+        },
+        "spec": {},
+        "status": {
+            "capacity": { "cpu": "8", "memory": "32Gi", "pods": "110" },
+            "allocatable": { "cpu": "7800m", "memory": "31Gi", "pods": "110" },
+            "conditions": [condition("MemoryPressure", "False"), condition("DiskPressure", "False"),
+                           condition("PIDPressure", "False"), condition("NetworkUnavailable", "False"),
+                           condition("Ready", "True")],
+            "addresses": [{ "type": "InternalIP", "address": "10.0.19.136" },
+                          { "type": "Hostname", "address": "ip-10-0-19-136" }],
+            "daemonEndpoints": { "kubeletEndpoint": { "Port": 10250 } },
+            "nodeInfo": { "machineID": "", "systemUUID": "", "bootID": "", "kernelVersion": "",
+                          "osImage": "", "containerRuntimeVersion": "", "kubeletVersion": "fake",
+                          "kubeProxyVersion": "", "operatingSystem": "linux",
+                          "architecture": "amd64" },
+            "phase": "Running"
+        }
+    }))
+    .expect("encode")
+}
+
+/// A named way to decode an object's bytes.
+type Case<'a> = (&'a str, &'a dyn Fn(&[u8]));
+
+/// Times both cases (before, after) on `bytes`, interleaved, and prints their p50s.
+fn compare(what: &str, rounds: usize, cases: [Case<'_>; 2], bytes: &[u8]) {
+    let mut times = [Vec::with_capacity(rounds), Vec::with_capacity(rounds)];
     for _ in 0..rounds {
-        let t = Instant::now();
-        let pod: Pod = serde_json::from_slice(black_box(&bytes)).expect("decode");
-        black_box(PodInfo::from(&pod));
-        full.push(t.elapsed());
-        let t = Instant::now();
-        let pod: Lean<Pod> = serde_json::from_slice(black_box(&bytes)).expect("decode");
-        black_box(PodInfo::from(&pod.0));
-        lean.push(t.elapsed());
+        for ((_, run), times) in cases.iter().zip(&mut times) {
+            let t = Instant::now();
+            run(black_box(bytes));
+            times.push(t.elapsed());
+        }
     }
     let p50 = |v: &mut Vec<Duration>| {
         v.sort();
         v[v.len() / 2]
     };
-    let (f, l) = (p50(&mut full), p50(&mut lean));
-    println!("pod of {} bytes, {rounds} rounds", bytes.len());
-    println!("k8s-openapi Pod + PodInfo  p50 {f:?}");
+    let [before, after] = &mut times;
+    let (b, a) = (p50(before), p50(after));
+    println!("{what} of {} bytes, {rounds} rounds", bytes.len());
+    println!("{:<34} p50 {b:?}", cases[0].0);
     println!(
-        "Lean<Pod> + PodInfo        p50 {l:?}  ({:.2}x)",
-        l.as_secs_f64() / f.as_secs_f64()
+        "{:<34} p50 {a:?}  ({:.2}x)",
+        cases[1].0,
+        a.as_secs_f64() / b.as_secs_f64()
+    );
+}
+
+fn main() {
+    let rounds: usize = std::env::var("PLACER_BENCH_ITERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20_000);
+    compare(
+        "pod",
+        rounds,
+        [
+            ("k8s-openapi Pod + PodInfo", &|b| {
+                let pod: Pod = serde_json::from_slice(b).expect("decode");
+                black_box(PodInfo::from(&pod));
+            }),
+            ("Lean<Pod> + PodInfo", &|b| {
+                let pod: Lean<Pod> = serde_json::from_slice(b).expect("decode");
+                black_box(PodInfo::from(&pod.0));
+            }),
+        ],
+        &replica(),
+    );
+    compare(
+        "node heartbeat",
+        rounds,
+        [
+            ("Lean<Node> + NodeInfo::from", &|b| {
+                let node: Lean<Node> = serde_json::from_slice(b).expect("decode");
+                black_box(NodeInfo::from(&node.0));
+            }),
+            ("LeanNode", &|b| {
+                black_box(serde_json::from_slice::<LeanNode>(b).expect("decode"));
+            }),
+        ],
+        &heartbeat_node(),
     );
 }

@@ -12,16 +12,22 @@
 //! `managedFields`. Every other field goes to k8s-openapi's own decoder
 //! untouched, so what comes out is exactly what it would give, minus that
 //! field.
+//!
+//! Nodes go further ([`LeanNode`]): they are decoded straight into the
+//! cache's record.
 
 use std::borrow::Cow;
 use std::fmt;
 use std::marker::PhantomData;
 
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 use serde::de::value::{BorrowedStrDeserializer, StringDeserializer};
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
+
+use crate::objects::NodeInfo;
 
 /// `K` decoded without `metadata.managedFields`; everything else as `K`
 /// decodes it. Serializes as `K`.
@@ -60,6 +66,58 @@ impl<K: Resource> Resource for Lean<K> {
     }
     fn meta_mut(&mut self) -> &mut ObjectMeta {
         self.0.meta_mut()
+    }
+}
+
+/// A watched Node decoded straight into the record the cache keeps
+/// ([`NodeInfo::deserialize_watched`]): no k8s-openapi `Node`, no conditions,
+/// addresses or images' digests beyond what plugins read. Heartbeats are most
+/// of a cluster's watch traffic, and each one used to be decoded in full
+/// only to be compared equal and dropped.
+///
+/// As a [`Resource`] it is a Node; its metadata holds only the resource
+/// version, which is all the watch loop reads (the name is the record's).
+#[derive(Debug, Clone)]
+pub struct LeanNode {
+    meta: ObjectMeta,
+    /// The record.
+    pub info: NodeInfo,
+}
+
+impl<'de> Deserialize<'de> for LeanNode {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let (info, resource_version) = NodeInfo::deserialize_watched(d)?;
+        Ok(LeanNode {
+            meta: ObjectMeta {
+                resource_version,
+                ..ObjectMeta::default()
+            },
+            info,
+        })
+    }
+}
+
+impl Resource for LeanNode {
+    type DynamicType = <Node as Resource>::DynamicType;
+    type Scope = <Node as Resource>::Scope;
+
+    fn kind(dt: &Self::DynamicType) -> Cow<'_, str> {
+        Node::kind(dt)
+    }
+    fn group(dt: &Self::DynamicType) -> Cow<'_, str> {
+        Node::group(dt)
+    }
+    fn version(dt: &Self::DynamicType) -> Cow<'_, str> {
+        Node::version(dt)
+    }
+    fn plural(dt: &Self::DynamicType) -> Cow<'_, str> {
+        Node::plural(dt)
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.meta
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.meta
     }
 }
 
@@ -355,6 +413,7 @@ impl<'de> Visitor<'de> for KeyVisitor<'de> {
 #[cfg(test)]
 mod tests {
     use k8s_openapi::api::core::v1::{Node, Pod};
+    use kube::ResourceExt;
     use serde_json::json;
 
     use super::*;
@@ -421,6 +480,102 @@ mod tests {
             panic!("not a modification")
         };
         assert_eq!(n.0.metadata.managed_fields, None);
+    }
+
+    /// A node as the API server sends a kwok node's heartbeat: managed fields, conditions,
+    /// addresses, `nodeInfo`, capacity beside allocatable.
+    fn heartbeat_node() -> serde_json::Value {
+        json!({
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": "kwok-node-17",
+                "uid": "6d1b7a0e-8a36-4a8e-9d55-0b8f3c1f1d2a",
+                "resourceVersion": "918273",
+                "creationTimestamp": "2026-12-05T04:27:41Z",
+                "labels": {
+                    "kubernetes.io/hostname": "kwok-node-17",
+                    "topology.kubernetes.io/zone": "zone-b",
+                    "net": "high"
+                },
+                "annotations": { "kwok.x-k8s.io/node": "fake" },
+                "managedFields": [{
+                    "manager": "kwok", "operation": "Update", "subresource": "status",
+                    "fieldsType": "FieldsV1",
+                    "fieldsV1": { "f:status": { "f:conditions": { "k:{\"type\":\"Ready\"}": {
+                        "f:lastHeartbeatTime": {} } } } }
+                }]
+            },
+            "spec": {
+                "podCIDR": "10.0.17.0/24",
+                "taints": [{ "key": "dedicated", "value": "gpu", "effect": "NoSchedule" }]
+            },
+            "status": {
+                "capacity": { "cpu": "32", "memory": "256Gi", "pods": "110" },
+                "allocatable": { "cpu": "31800m", "memory": "250Gi", "pods": "110",
+                                 "example.com/gpu": "8" },
+                "conditions": [{
+                    "type": "Ready", "status": "True", "reason": "KubeletReady",
+                    "message": "kubelet is posting ready status",
+                    "lastHeartbeatTime": "2026-12-05T04:31:02Z",
+                    "lastTransitionTime": "2026-12-05T04:27:41Z"
+                }],
+                "addresses": [{ "type": "InternalIP", "address": "10.0.17.4" }],
+                "daemonEndpoints": { "kubeletEndpoint": { "Port": 10250 } },
+                "nodeInfo": {
+                    "machineID": "", "systemUUID": "", "bootID": "", "kernelVersion": "",
+                    "osImage": "", "containerRuntimeVersion": "", "kubeletVersion": "fake",
+                    "kubeProxyVersion": "", "operatingSystem": "linux", "architecture": "amd64"
+                },
+                "images": [{ "names": ["reg/app@sha256:1", "reg/app:v1"], "sizeBytes": 300 }],
+                "declaredFeatures": ["ExtendWebSocketsToKubelet"],
+                "phase": "Running"
+            }
+        })
+    }
+
+    #[test]
+    fn lean_nodes_decode_what_the_api_objects_give() {
+        let text = heartbeat_node().to_string();
+        let lean: LeanNode = serde_json::from_str(&text).unwrap();
+        let full: Node = serde_json::from_str(&text).unwrap();
+        assert_eq!(lean.info, NodeInfo::from(&full));
+        assert_eq!(lean.resource_version().as_deref(), Some("918273"));
+        assert_eq!(lean.info.allocatable.milli_cpu, 31800);
+        assert_eq!(lean.info.taints.len(), 1);
+        assert_eq!(LeanNode::plural(&()), "nodes");
+
+        // A quantity the API server let through but placer cannot parse: the whole list
+        // counts as zero in both paths, and the watch does not fail on it.
+        let mut odd = heartbeat_node();
+        odd["status"]["allocatable"]["example.com/gpu"] = json!("8 units");
+        let text = odd.to_string();
+        let lean: LeanNode = serde_json::from_str(&text).unwrap();
+        let full: Node = serde_json::from_str(&text).unwrap();
+        assert_eq!(lean.info, NodeInfo::from(&full));
+        assert_eq!(lean.info.allocatable, crate::objects::Resources::default());
+        // An extender request's node is still refused, with the place named.
+        let err = serde_json::from_str::<NodeInfo>(&text).unwrap_err();
+        assert!(err.to_string().contains("line 1"), "{err}");
+    }
+
+    #[test]
+    fn lean_nodes_come_through_watch_events() {
+        for (kind, modified) in [("MODIFIED", true), ("DELETED", false)] {
+            let event = json!({ "type": kind, "object": heartbeat_node() }).to_string();
+            let node = match serde_json::from_str(&event).unwrap() {
+                kube::api::WatchEvent::<LeanNode>::Modified(n) if modified => n,
+                kube::api::WatchEvent::Deleted(n) if !modified => n,
+                _ => panic!("{kind}: another event"),
+            };
+            assert_eq!(node.info.name, "kwok-node-17");
+            assert_eq!(node.meta().resource_version.as_deref(), Some("918273"));
+        }
+        let bookmark = json!({ "type": "BOOKMARK", "object": {
+            "kind": "Node", "apiVersion": "v1", "metadata": { "resourceVersion": "99" } } });
+        let event: kube::api::WatchEvent<LeanNode> = serde_json::from_value(bookmark).unwrap();
+        assert!(matches!(event, kube::api::WatchEvent::Bookmark(b)
+            if b.metadata.resource_version == "99"));
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! Feeds the cache from the API server.
 //!
-//! Each watcher keeps only the slim [`NodeInfo`]/[`PodInfo`] records; the full
-//! objects are dropped as soon as they are converted, so nothing is held
-//! twice. The list-and-watch loop ([`watch_stream`]) retries failures with a
+//! Each watcher keeps only the slim [`NodeInfo`](crate::objects::NodeInfo) /
+//! [`PodInfo`] records: nodes are decoded straight into theirs
+//! ([`LeanNode`]), other objects are dropped as soon as they are converted,
+//! so nothing is held twice. The list-and-watch loop ([`watch_stream`]) retries failures with a
 //! short, capped backoff and reports each kind's health; it never ends the
 //! stream or the process. Every applied change that may let a parked pod fit
 //! is reported to the cache's [`ChangeFeed`](crate::cache::ChangeFeed) while
@@ -17,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{
-    Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, ReplicationController, Service,
+    Namespace, PersistentVolume, PersistentVolumeClaim, Pod, ReplicationController, Service,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::resource::v1::{DeviceClass, DeviceTaintRule, ResourceClaim, ResourceSlice};
@@ -32,7 +33,7 @@ use crate::cache::dra_taints::RuleTaint;
 use crate::cache::events::{
     ActionType, Change, ClusterEvent, EventResource, Observed, kinds, node_update, pod_update,
 };
-use crate::cache::lean::Lean;
+use crate::cache::lean::{Lean, LeanNode};
 use crate::cache::watch_stream::{self, Step};
 use crate::cache::{Cache, ClusterState, Stored, read_pod};
 use crate::objects::csi::{AttachmentInfo, CsiDriverInfo, CsiNodeInfo, StorageCapacityInfo};
@@ -42,7 +43,7 @@ use crate::objects::volume::{ClaimInfo, StorageClassInfo, VolumeInfo};
 use crate::objects::workload::{
     ReplicaSetSelector, ReplicationControllerSelector, ServiceSelector, StatefulSetSelector,
 };
-use crate::objects::{DisruptionBudget, NodeInfo, PodInfo};
+use crate::objects::{DisruptionBudget, PodInfo};
 
 /// Only pods bound to a node matter to placer's indexes.
 const ASSIGNED_PODS: &str = "spec.nodeName!=";
@@ -66,7 +67,7 @@ struct Applied {
 /// How one kind of object reaches the cluster state.
 struct Sink<K, R> {
     kind: &'static str,
-    convert: fn(&K) -> R,
+    convert: fn(K) -> R,
     /// Applies one record; `events` says whether to classify the change.
     apply: fn(&mut ClusterState, R, bool) -> Applied,
     /// Deletes one object; `events` as for `apply`.
@@ -81,7 +82,7 @@ struct Sink<K, R> {
 pub async fn watch_nodes(client: Client, cache: Arc<Cache>, delay: Duration) {
     let sink = Sink {
         kind: "node",
-        convert: |n: &Lean<Node>| NodeInfo::from(&n.0),
+        convert: |n: LeanNode| n.info,
         apply: |s, n, events| {
             let name = n.name.clone();
             let old = events.then(|| s.node(&name).cloned()).flatten();
@@ -105,10 +106,11 @@ pub async fn watch_nodes(client: Client, cache: Arc<Cache>, delay: Duration) {
                 ..Applied::default()
             }
         },
-        delete: |s, n: &Lean<Node>, events| {
-            let Some(name) = n.0.metadata.name.as_deref() else {
+        delete: |s, n: &LeanNode, events| {
+            let name = n.info.name.as_str();
+            if name.is_empty() {
                 return Applied::default();
-            };
+            }
             let old = s.node(name).cloned();
             s.delete_node(name);
             Applied {
@@ -129,7 +131,7 @@ pub async fn watch_nodes(client: Client, cache: Arc<Cache>, delay: Duration) {
 /// A watched pod as the state keeps it. Shared as it is read, so a listed
 /// page's pods never hold copies of the records their neighbours already
 /// hold, and the cache's write lock is not held for it (see [`read_pod`]).
-fn convert_pod(p: &Lean<Pod>) -> PodInfo {
+fn convert_pod(p: Lean<Pod>) -> PodInfo {
     read_pod(&p.0)
 }
 
@@ -238,7 +240,7 @@ where
 {
     let sink = Sink {
         kind,
-        convert: |k: &K| R::from(k),
+        convert: |k: K| R::from(&k),
         // The extender's filters do not read these kinds (they are watched in
         // standalone mode only), so no node is reported as changed.
         apply: |s, r, events| {
@@ -328,7 +330,7 @@ async fn watch_taint_rules(client: &Client, cache: &Arc<Cache>) {
     }
     let sink: Sink<DeviceTaintRule, (String, RuleTaint)> = Sink {
         kind: kinds::DEVICE_TAINT_RULE,
-        convert: |r| (object_key(&r.metadata), RuleTaint::of(r)),
+        convert: |r| (object_key(&r.metadata), RuleTaint::of(&r)),
         apply: |s, (name, rule), events| {
             let retainted = s.dra_mut().apply_taint_rule(name, rule);
             if events {
@@ -425,7 +427,7 @@ where
 {
     let sink: Sink<K, Arc<K>> = Sink {
         kind: K::KIND,
-        convert: |k: &K| Arc::new(k.clone()),
+        convert: Arc::new,
         // As for the keyed kinds: the extender's filters do not read these.
         apply: |s, o, events| {
             let key = object_key(o.meta());
@@ -505,7 +507,7 @@ async fn feed<K, R>(
         fields.map(str::to_owned),
         health,
         tx,
-        move |k: K| convert(&k),
+        convert,
     ));
     while let Some((arrived, step)) = rx.recv().await {
         if !delay.is_zero() {
@@ -533,7 +535,7 @@ fn apply_step<K, R>(cache: &Cache, sink: &Sink<K, R>, step: Step<K, R>) {
             info!(kind = sink.kind, count, "list applied");
             return;
         }
-        Step::Applied(o) => (sink.apply)(&mut state, (sink.convert)(&o), events),
+        Step::Applied(o) => (sink.apply)(&mut state, (sink.convert)(o), events),
         Step::Deleted(o) => (sink.delete)(&mut state, &o, events),
     };
     if let Some(node) = applied.node {
@@ -561,7 +563,7 @@ mod tests {
     fn watched_bound_pods_share_equal_specs_and_labels() {
         let read = |name: &str, node: Option<&str>| {
             convert_pod(
-                &serde_json::from_value(serde_json::json!({
+                serde_json::from_value(serde_json::json!({
                     "metadata": {"name": name, "namespace": "ns", "labels": {"app": "web"}},
                     "spec": {"nodeName": node, "containers": [{"name": "c", "image": "app:1"}]}
                 }))

@@ -4,11 +4,13 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Node, Taint};
 use serde::Deserialize;
+use serde::de::IgnoredAny;
 
 use crate::objects::Resources;
 use crate::objects::features::FeatureSet;
 use crate::objects::images::NodeImages;
 use crate::objects::inputs::NodeInputs;
+use crate::objects::resources::LenientResources;
 
 /// The fields of a node that placer's plugins use. Shared as `Arc<NodeInfo>`
 /// between the cache and every request that looks at the node.
@@ -222,69 +224,112 @@ impl From<&Node> for NodeInfo {
 }
 
 /// Decodes a Node in Kubernetes' JSON form, keeping only what plugins need.
+/// An unparsable allocatable quantity is an error with its position (an
+/// extender request's node).
 impl<'de> Deserialize<'de> for NodeInfo {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(expecting = "a Node object")]
-        struct Wire {
-            metadata: Option<Meta>,
-            spec: Option<Spec>,
-            status: Option<Status>,
-        }
-        #[derive(Deserialize)]
-        struct Meta {
-            name: Option<String>,
-            labels: Option<BTreeMap<String, String>>,
-        }
-        #[derive(Deserialize)]
-        struct Spec {
-            unschedulable: Option<bool>,
-            taints: Option<Vec<Taint>>,
-        }
-        #[derive(Deserialize)]
-        struct Status {
-            allocatable: Option<Resources>,
-            images: Option<Vec<Image>>,
-            #[serde(rename = "declaredFeatures")]
-            declared_features: Option<Vec<String>>,
-        }
-        #[derive(Deserialize)]
-        #[serde(rename_all = "camelCase")]
-        struct Image {
-            names: Option<Vec<String>>,
-            size_bytes: Option<i64>,
-        }
-        let wire = Wire::deserialize(d)?;
-        let (allocatable, images, declared_features) = wire
-            .status
-            .map(|s| (s.allocatable, s.images, s.declared_features))
-            .unwrap_or_default();
-        let declared_features: Box<[String]> = declared_features.unwrap_or_default().into();
-        let images = NodeImages::from_entries(
-            images
-                .iter()
-                .flatten()
-                .map(|i| (i.names.as_deref().unwrap_or(&[]), i.size_bytes.unwrap_or(0))),
-        );
-        let allocatable = allocatable.unwrap_or_default();
-        let meta = wire.metadata;
-        let spec = wire.spec;
-        Ok(NodeInfo {
-            features: FeatureSet::try_map(&declared_features),
-            declared_features,
-            name: meta
-                .as_ref()
-                .and_then(|m| m.name.clone())
-                .unwrap_or_default(),
-            labels: meta.and_then(|m| m.labels).unwrap_or_default().into(),
-            unschedulable: spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false),
-            taints: spec.and_then(|s| s.taints).unwrap_or_default(),
-            allocatable,
-            images,
-            inputs: NodeInputs::default(),
-            index: NodeIndex::default(),
-        })
+        decode::<D, Resources, IgnoredAny>(d).map(|(node, _)| node)
     }
+}
+
+impl NodeInfo {
+    /// Decodes a watched Node straight into its record, with its
+    /// `metadata.resourceVersion`, skipping every field no plugin reads
+    /// (conditions, addresses, `nodeInfo`, managed fields...). Reads what
+    /// [`NodeInfo::from`] reads from k8s-openapi's `Node`, and as leniently:
+    /// an unparsable allocatable quantity counts the whole list as zero.
+    pub fn deserialize_watched<'de, D: serde::Deserializer<'de>>(
+        d: D,
+    ) -> Result<(Self, Option<String>), D::Error> {
+        decode::<D, LenientResources, String>(d)
+    }
+}
+
+/// How a decoder takes `status.allocatable`.
+trait Allocatable: Into<Resources> {}
+impl Allocatable for Resources {}
+impl Allocatable for LenientResources {}
+
+impl From<LenientResources> for Resources {
+    fn from(r: LenientResources) -> Self {
+        r.0
+    }
+}
+
+/// The fields of a Node's JSON that [`NodeInfo`] keeps, and the resource
+/// version; `A` decodes the allocatable list, `V` the version (`IgnoredAny`
+/// for an extender request's nodes, which need none).
+fn decode<'de, D, A, V>(d: D) -> Result<(NodeInfo, Option<V>), D::Error>
+where
+    D: serde::Deserializer<'de>,
+    A: Allocatable + Deserialize<'de>,
+    V: Deserialize<'de>,
+{
+    #[derive(Deserialize)]
+    #[serde(expecting = "a Node object")]
+    #[serde(bound = "A: Deserialize<'de>, V: Deserialize<'de>")]
+    struct Wire<A, V> {
+        metadata: Option<Meta<V>>,
+        spec: Option<Spec>,
+        status: Option<Status<A>>,
+    }
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    #[serde(bound = "V: Deserialize<'de>")]
+    struct Meta<V> {
+        name: Option<String>,
+        labels: Option<BTreeMap<String, String>>,
+        resource_version: Option<V>,
+    }
+    #[derive(Deserialize)]
+    struct Spec {
+        unschedulable: Option<bool>,
+        taints: Option<Vec<Taint>>,
+    }
+    #[derive(Deserialize)]
+    #[serde(bound = "A: Deserialize<'de>")]
+    struct Status<A> {
+        allocatable: Option<A>,
+        images: Option<Vec<Image>>,
+        #[serde(rename = "declaredFeatures")]
+        declared_features: Option<Vec<String>>,
+    }
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Image {
+        names: Option<Vec<String>>,
+        size_bytes: Option<i64>,
+    }
+    let wire = Wire::<A, V>::deserialize(d)?;
+    let (allocatable, images, declared_features) = match wire.status {
+        Some(s) => (s.allocatable, s.images, s.declared_features),
+        None => (None, None, None),
+    };
+    let declared_features: Box<[String]> = declared_features.unwrap_or_default().into();
+    let images = NodeImages::from_entries(
+        images
+            .iter()
+            .flatten()
+            .map(|i| (i.names.as_deref().unwrap_or(&[]), i.size_bytes.unwrap_or(0))),
+    );
+    let (name, labels, resource_version) = match wire.metadata {
+        Some(m) => (m.name, m.labels, m.resource_version),
+        None => (None, None, None),
+    };
+    let spec = wire.spec;
+    let node = NodeInfo {
+        features: FeatureSet::try_map(&declared_features),
+        declared_features,
+        name: name.unwrap_or_default(),
+        labels: labels.unwrap_or_default().into(),
+        unschedulable: spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false),
+        taints: spec.and_then(|s| s.taints).unwrap_or_default(),
+        allocatable: allocatable.map(Into::into).unwrap_or_default(),
+        images,
+        inputs: NodeInputs::default(),
+        index: NodeIndex::default(),
+    };
+    Ok((node, resource_version))
 }
 
 #[cfg(test)]

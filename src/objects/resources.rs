@@ -246,7 +246,7 @@ impl RequestList {
 
 impl<'de> serde::Deserialize<'de> for RequestList {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_map(ListVisitor)
+        d.deserialize_map(ListVisitor { lenient: false })
     }
 }
 
@@ -259,7 +259,23 @@ impl<'de> serde::Deserialize<'de> for Resources {
     }
 }
 
-struct ListVisitor;
+/// A `ResourceList` of an object the API server accepted, decoded as the
+/// watches take it: a quantity that does not parse makes the whole list count
+/// as zero, as [`Resources::from_list`]'s callers treat the API objects,
+/// instead of failing the object (and with it the watch).
+pub struct LenientResources(pub Resources);
+
+impl<'de> serde::Deserialize<'de> for LenientResources {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_map(ListVisitor { lenient: true })
+            .map(|l| LenientResources(l.values))
+    }
+}
+
+struct ListVisitor {
+    /// An unparsable quantity empties the list instead of failing it.
+    lenient: bool,
+}
 
 impl<'de> serde::de::Visitor<'de> for ListVisitor {
     type Value = RequestList;
@@ -270,35 +286,53 @@ impl<'de> serde::de::Visitor<'de> for ListVisitor {
 
     fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<RequestList, A::Error> {
         let mut r = RequestList::default();
+        let mut unparsable = false;
         while let Some(name) = map.next_key::<String>()? {
-            let value = map.next_value_seed(QuantitySeed(&name))?;
-            r.set(&name, value);
+            match map.next_value_seed(QuantitySeed {
+                name: &name,
+                lenient: self.lenient,
+            })? {
+                Some(value) => r.set(&name, value),
+                None => unparsable = true,
+            }
         }
-        Ok(r)
+        Ok(if unparsable {
+            RequestList::default()
+        } else {
+            r
+        })
     }
 }
 
 /// One quantity of the resource it names, parsed inside the decoder's string
-/// call so that a parse error gets the string's position.
-struct QuantitySeed<'a>(&'a str);
+/// call so that a parse error gets the string's position; `None` for an
+/// unparsable one when lenient.
+struct QuantitySeed<'a> {
+    name: &'a str,
+    lenient: bool,
+}
 
 impl<'de> serde::de::DeserializeSeed<'de> for QuantitySeed<'_> {
-    type Value = i64;
+    type Value = Option<i64>;
 
-    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<i64, D::Error> {
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Option<i64>, D::Error> {
         d.deserialize_str(self)
     }
 }
 
 impl serde::de::Visitor<'_> for QuantitySeed<'_> {
-    type Value = i64;
+    type Value = Option<i64>;
 
     fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("a quantity string")
     }
 
-    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<i64, E> {
-        parse_resource(self.0, v).map_err(E::custom)
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Option<i64>, E> {
+        match parse_resource(self.name, v) {
+            Ok(value) => Ok(Some(value)),
+            Err(_) if self.lenient => Ok(None),
+            Err(e) => Err(E::custom(e)),
+        }
     }
 }
 

@@ -26,6 +26,7 @@ mod differential_scores;
 mod explain;
 mod extender;
 mod freshness;
+mod lean;
 mod manifests;
 mod outage;
 mod restart;
