@@ -45,22 +45,31 @@ impl<'de, K: Deserialize<'de>> Deserialize<'de> for Lean<K> {
     }
 }
 
-impl<K: Resource> Resource for Lean<K> {
-    type DynamicType = K::DynamicType;
-    type Scope = K::Scope;
+/// The type-level half of a [`Resource`] impl, taken from the API type `$k`
+/// the lean type stands for (its kind, group, version, plural and scope).
+macro_rules! resource_of {
+    ($k:ty) => {
+        type DynamicType = <$k as Resource>::DynamicType;
+        type Scope = <$k as Resource>::Scope;
 
-    fn kind(dt: &Self::DynamicType) -> Cow<'_, str> {
-        K::kind(dt)
-    }
-    fn group(dt: &Self::DynamicType) -> Cow<'_, str> {
-        K::group(dt)
-    }
-    fn version(dt: &Self::DynamicType) -> Cow<'_, str> {
-        K::version(dt)
-    }
-    fn plural(dt: &Self::DynamicType) -> Cow<'_, str> {
-        K::plural(dt)
-    }
+        fn kind(dt: &Self::DynamicType) -> Cow<'_, str> {
+            <$k>::kind(dt)
+        }
+        fn group(dt: &Self::DynamicType) -> Cow<'_, str> {
+            <$k>::group(dt)
+        }
+        fn version(dt: &Self::DynamicType) -> Cow<'_, str> {
+            <$k>::version(dt)
+        }
+        fn plural(dt: &Self::DynamicType) -> Cow<'_, str> {
+            <$k>::plural(dt)
+        }
+    };
+}
+
+impl<K: Resource> Resource for Lean<K> {
+    resource_of!(K);
+
     fn meta(&self) -> &ObjectMeta {
         self.0.meta()
     }
@@ -98,21 +107,8 @@ impl<'de> Deserialize<'de> for LeanNode {
 }
 
 impl Resource for LeanNode {
-    type DynamicType = <Node as Resource>::DynamicType;
-    type Scope = <Node as Resource>::Scope;
+    resource_of!(Node);
 
-    fn kind(dt: &Self::DynamicType) -> Cow<'_, str> {
-        Node::kind(dt)
-    }
-    fn group(dt: &Self::DynamicType) -> Cow<'_, str> {
-        Node::group(dt)
-    }
-    fn version(dt: &Self::DynamicType) -> Cow<'_, str> {
-        Node::version(dt)
-    }
-    fn plural(dt: &Self::DynamicType) -> Cow<'_, str> {
-        Node::plural(dt)
-    }
     fn meta(&self) -> &ObjectMeta {
         &self.meta
     }
