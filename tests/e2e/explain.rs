@@ -154,7 +154,7 @@ async fn extender_summary_is_the_failed_scheduling_text() -> anyhow::Result<()> 
         "placer explain --server:\n{from_server}"
     );
     let kubeconfig = env.cluster().kubeconfig().display().to_string();
-    let policy = env.dir().join("placer-policy.yaml").display().to_string();
+    let policy = rig.placer.policy_path().display().to_string();
     let one_shot = placer_cli(&[
         "explain",
         &target,

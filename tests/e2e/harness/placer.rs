@@ -102,6 +102,11 @@ impl Placer {
             .any(|a| a.starts_with("--tls-cert-file"))
     }
 
+    /// The policy file it was started with.
+    pub fn policy_path(&self) -> &Path {
+        &self.policy
+    }
+
     /// The listening port.
     pub fn port(&self) -> u16 {
         self.port
