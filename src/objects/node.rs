@@ -245,11 +245,6 @@ impl NodeInfo {
     }
 }
 
-/// How a decoder takes `status.allocatable`.
-trait Allocatable: Into<Resources> {}
-impl Allocatable for Resources {}
-impl Allocatable for LenientResources {}
-
 impl From<LenientResources> for Resources {
     fn from(r: LenientResources) -> Self {
         r.0
@@ -257,12 +252,13 @@ impl From<LenientResources> for Resources {
 }
 
 /// The fields of a Node's JSON that [`NodeInfo`] keeps, and the resource
-/// version; `A` decodes the allocatable list, `V` the version (`IgnoredAny`
-/// for an extender request's nodes, which need none).
+/// version; `A` decodes the allocatable list (strictly as [`Resources`] or
+/// leniently as [`LenientResources`]), `V` the version (`IgnoredAny` for an
+/// extender request's nodes, which need none).
 fn decode<'de, D, A, V>(d: D) -> Result<(NodeInfo, Option<V>), D::Error>
 where
     D: serde::Deserializer<'de>,
-    A: Allocatable + Deserialize<'de>,
+    A: Into<Resources> + Deserialize<'de>,
     V: Deserialize<'de>,
 {
     #[derive(Deserialize)]
