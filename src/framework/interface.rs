@@ -403,10 +403,47 @@ pub trait ScorePlugin: Plugin {
         cluster: &ClusterState,
     ) -> Result<NodeScore, Status>;
 
+    /// Scores each of `nodes` into the slot of `scores` at its index (the two
+    /// have one length): how the runner scores a request's nodes, one dynamic
+    /// call per plugin (or per chunk of nodes in parallel) instead of one per
+    /// node, with `score` called directly in between. A plugin overrides it
+    /// to read its cycle state once per batch instead of once per node; a
+    /// node must get the score `score` gives it. The first `Error` ends the
+    /// batch.
+    fn score_batch(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        nodes: &[&NodeInfo],
+        cluster: &ClusterState,
+        scores: &mut [NodeScore],
+    ) -> Result<(), Status> {
+        for (slot, node) in scores.iter_mut().zip(nodes) {
+            *slot = self.score(state, pod, node, cluster)?;
+        }
+        Ok(())
+    }
+
     /// Rewrites `scores[i].score` from the raw values; the default keeps them.
     fn normalize(&self, _state: &CycleState, _pod: &PodInfo, _scores: &mut [NodeScore]) -> Status {
         Status::success()
     }
+}
+
+/// The body of a [`ScorePlugin::score_batch`] that reads what the plugin's
+/// PreScore wrote (`T`) once per batch rather than once per node: `score`
+/// gets it with each node. Without it the batch fails as `score` does.
+pub fn score_each_with<T: std::any::Any + Send + Sync>(
+    state: &CycleState,
+    nodes: &[&NodeInfo],
+    scores: &mut [NodeScore],
+    score: impl Fn(&T, &NodeInfo) -> NodeScore,
+) -> Result<(), Status> {
+    let written = state.from_pre_score::<T>()?;
+    for (slot, node) in scores.iter_mut().zip(nodes) {
+        *slot = score(written, node);
+    }
+    Ok(())
 }
 
 /// Claims what the pod will use on its node before the binding cycle starts

@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cache::ClusterState;
 use crate::framework::{
-    CycleState, MAX_NODE_SCORE, NodeScore, PreScorePlugin, ScorePlugin, Status,
+    CycleState, MAX_NODE_SCORE, NodeScore, PreScorePlugin, ScorePlugin, Status, score_each_with,
 };
 use crate::objects::{NodeInfo, PodInfo};
 use crate::plugins::node_resources_fit::strategy::{DraScoring, NodeRequests, ScoredResource};
@@ -165,7 +165,28 @@ impl ScorePlugin for BalancedAllocation {
         node: &NodeInfo,
         cluster: &ClusterState,
     ) -> Result<NodeScore, Status> {
-        let PodRequests(requests, dra) = state.from_pre_score::<PodRequests>()?;
+        let requests = state.from_pre_score::<PodRequests>()?;
+        Ok(NodeScore::value(self.node_score(requests, node, cluster)))
+    }
+
+    fn score_batch(
+        &self,
+        state: &CycleState,
+        _: &PodInfo,
+        nodes: &[&NodeInfo],
+        cluster: &ClusterState,
+        scores: &mut [NodeScore],
+    ) -> Result<(), Status> {
+        score_each_with(state, nodes, scores, |requests, node| {
+            NodeScore::value(self.node_score(requests, node, cluster))
+        })
+    }
+}
+
+impl BalancedAllocation {
+    /// `node`'s score for a pod with these requests.
+    fn node_score(&self, requests: &PodRequests, node: &NodeInfo, cluster: &ClusterState) -> i64 {
+        let PodRequests(requests, dra) = requests;
         let dra = |i: usize| dra.as_ref().and_then(|d| d.totals(i, node, cluster));
         let usage = cluster.usage_of(node);
         // (allocatable, the node's pods' request, the pod's) of each resource
@@ -187,7 +208,7 @@ impl ScorePlugin for BalancedAllocation {
         let with_pod = balance(parts().map(|(a, used, pod)| fraction(used + pod, a)));
         let without_pod = balance(parts().map(|(a, used, _)| fraction(used, a)));
         let half = MAX_NODE_SCORE / 2;
-        Ok(NodeScore::value(half + (half + with_pod - without_pod) / 2))
+        half + (half + with_pod - without_pod) / 2
     }
 }
 

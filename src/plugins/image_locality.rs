@@ -57,26 +57,65 @@ impl ScorePlugin for ImageLocality {
         node: &NodeInfo,
         cluster: &ClusterState,
     ) -> Result<NodeScore, Status> {
-        // A node the cache does not hold (a dry run) counts as one more.
-        let total = cluster.node_count().max(1);
-        let sum: i64 = pod
-            .spec
-            .images
-            .iter()
-            .filter(|name| node.images.contains(name))
+        Ok(PodImages::of(pod, cluster).score(node))
+    }
+
+    /// The pod's images are looked up in the cache's image table once per
+    /// batch rather than on every node that holds them.
+    fn score_batch(
+        &self,
+        _: &CycleState,
+        pod: &PodInfo,
+        nodes: &[&NodeInfo],
+        cluster: &ClusterState,
+        scores: &mut [NodeScore],
+    ) -> Result<(), Status> {
+        let images = PodImages::of(pod, cluster);
+        for (slot, node) in scores.iter_mut().zip(nodes) {
+            *slot = images.score(node);
+        }
+        Ok(())
+    }
+}
+
+/// The pod's images, each with its size and how many nodes hold it when the
+/// cache knows it, and the cluster's node count.
+struct PodImages<'a> {
+    images: Vec<(&'a str, Option<(i64, i64)>)>,
+    /// A node the cache does not hold (a dry run) counts as one more.
+    total: usize,
+}
+
+impl<'a> PodImages<'a> {
+    fn of(pod: &'a PodInfo, cluster: &ClusterState) -> Self {
+        let images = (pod.spec.images.iter())
             .map(|name| {
-                let (size, nodes) = cluster
-                    .image(name)
-                    .map(|s| (s.size, i64::from(s.nodes)))
+                let known = cluster.image(name).map(|s| (s.size, i64::from(s.nodes)));
+                (&**name, known)
+            })
+            .collect();
+        PodImages {
+            images,
+            total: cluster.node_count().max(1),
+        }
+    }
+
+    /// `node`'s score: the spread-scaled sizes of the images it holds. An
+    /// image the cache does not know counts the node's own size, on one node.
+    fn score(&self, node: &NodeInfo) -> NodeScore {
+        let sum: i64 = (self.images.iter())
+            .filter(|(name, _)| node.images.contains(name))
+            .map(|&(name, known)| {
+                let (size, nodes) = known
                     .or_else(|| {
-                        let own = node.images.iter().find(|(n, _)| ***n == **name);
+                        let own = node.images.iter().find(|(n, _)| &***n == name);
                         own.map(|(_, size)| (size, 1))
                     })
                     .unwrap_or((0, 0));
-                scaled_image_score(size, nodes, total)
+                scaled_image_score(size, nodes, self.total)
             })
             .sum();
-        Ok(NodeScore::value(priority(sum, pod.spec.images.len())))
+        NodeScore::value(priority(sum, self.images.len()))
     }
 }
 
@@ -104,7 +143,7 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::*;
-    use crate::plugins::test_support::pod_with_spec;
+    use crate::plugins::test_support::{self, pod_with_spec};
 
     /// A node with `status.images` given as `(names, size in MiB)`.
     fn node(name: &str, images: &[(&[&str], i64)]) -> NodeInfo {
@@ -129,13 +168,13 @@ mod tests {
             c.apply_node(n.clone());
         }
         let plugin = ImageLocality::new(&ImageLocalityArgs::default());
-        nodes
-            .iter()
-            .map(|n| {
-                let stored = c.node(&n.name).map(Arc::clone).unwrap();
-                plugin.score(&CycleState::new(), pod, &stored, &c).unwrap().score
-            })
-            .collect()
+        let stored: Vec<Arc<NodeInfo>> = (nodes.iter())
+            .map(|n| c.node(&n.name).map(Arc::clone).unwrap())
+            .collect();
+        let refs: Vec<&NodeInfo> = stored.iter().map(|n| &**n).collect();
+        let state = CycleState::new();
+        let scores = test_support::score_both_ways(&plugin, &state, pod, &refs, &c);
+        scores.iter().map(|s| s.score).collect()
     }
 
     /// The cases of kube-scheduler's `TestImageLocalityPriority`

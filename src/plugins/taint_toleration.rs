@@ -24,7 +24,7 @@ use crate::cache::ClusterState;
 use crate::framework::queueing::{ActionType, EventResource, QueueingHint};
 use crate::framework::{
     CycleState, EnqueueExtensions, EventHint, FilterPlugin, NodeScore, PreScorePlugin,
-    ScorePlugin, Status, queue_if,
+    ScorePlugin, Status, queue_if, score_each_with,
 };
 use crate::objects::{NodeInfo, PodInfo};
 use crate::plugins::helper::{default_normalize_score, has_untolerated_taint, tolerates_taint};
@@ -122,13 +122,18 @@ impl ScorePlugin for TaintToleration {
         node: &NodeInfo,
         _: &ClusterState,
     ) -> Result<NodeScore, Status> {
-        let PreferNoScheduleTolerations(tolerations) = state.from_pre_score::<PreferNoScheduleTolerations>()?;
-        let count = node
-            .taints
-            .iter()
-            .filter(|t| t.effect == "PreferNoSchedule" && !tolerates_taint(tolerations, t))
-            .count();
-        Ok(NodeScore::value(count as i64))
+        Ok(untolerated_preferences(state.from_pre_score()?, node))
+    }
+
+    fn score_batch(
+        &self,
+        state: &CycleState,
+        _: &PodInfo,
+        nodes: &[&NodeInfo],
+        _: &ClusterState,
+        scores: &mut [NodeScore],
+    ) -> Result<(), Status> {
+        score_each_with(state, nodes, scores, untolerated_preferences)
     }
 
     /// Fewer untolerated taints score higher.
@@ -136,6 +141,20 @@ impl ScorePlugin for TaintToleration {
         default_normalize_score(scores, true);
         Status::success()
     }
+}
+
+/// Score's raw value: how many of the node's `PreferNoSchedule` taints the
+/// pod does not tolerate.
+fn untolerated_preferences(
+    PreferNoScheduleTolerations(tolerations): &PreferNoScheduleTolerations,
+    node: &NodeInfo,
+) -> NodeScore {
+    let count = node
+        .taints
+        .iter()
+        .filter(|t| t.effect == "PreferNoSchedule" && !tolerates_taint(tolerations, t))
+        .count();
+    NodeScore::value(count as i64)
 }
 
 #[cfg(test)]

@@ -248,6 +248,9 @@ pub(crate) fn filter<P: PreFilterPlugin + FilterPlugin>(
 
 /// PreScore over `nodes`, then Score and NormalizeScore (which must succeed):
 /// the PreScore status and the scores (none when PreScore did not succeed).
+/// Score runs both ways, node by node and as the runner calls it (one
+/// `score_batch`), and the two must agree, so every plugin's score tables
+/// also check its batch.
 pub(crate) fn score<P: PreScorePlugin + ScorePlugin>(
     plugin: &P,
     pod: &PodInfo,
@@ -260,25 +263,53 @@ pub(crate) fn score<P: PreScorePlugin + ScorePlugin>(
     if s.code() != Code::Success {
         return (s, Vec::new());
     }
-    let mut scores: Vec<NodeScore> = nodes
-        .iter()
-        .map(|n| plugin.score(&state, pod, n, cluster).unwrap())
-        .collect();
+    let mut scores = score_both_ways(plugin, &state, pod, &refs, cluster);
     assert!(plugin.normalize(&state, pod, &mut scores).is_success());
     (s, scores)
 }
 
+/// Every node's score from `score`, node by node, after checking that
+/// `score_batch` (how the runner calls the plugin) gives the same.
+pub(crate) fn score_both_ways<P: ScorePlugin>(
+    plugin: &P,
+    state: &CycleState,
+    pod: &PodInfo,
+    nodes: &[&NodeInfo],
+    cluster: &ClusterState,
+) -> Vec<NodeScore> {
+    let scores: Vec<NodeScore> = (nodes.iter())
+        .map(|n| plugin.score(state, pod, n, cluster).unwrap())
+        .collect();
+    let mut batch = vec![NodeScore::default(); nodes.len()];
+    plugin
+        .score_batch(state, pod, nodes, cluster, &mut batch)
+        .unwrap();
+    assert_eq!(batch, scores, "score_batch against score, node by node");
+    scores
+}
+
 /// Score without PreScore first: plugins answer `Error` (the runner never
 /// does this; the status is what a bug would produce).
+/// Its batch must fail the same way.
 pub(crate) fn score_without_pre_score<P: ScorePlugin>(plugin: &P) -> Status {
-    plugin
-        .score(
-            &CycleState::new(),
-            &PodInfo::default(),
-            &NodeInfo::default(),
-            &ClusterState::default(),
+    let (state, pod, node, cluster) = (
+        CycleState::new(),
+        PodInfo::default(),
+        NodeInfo::default(),
+        ClusterState::default(),
+    );
+    let status = plugin.score(&state, &pod, &node, &cluster).unwrap_err();
+    let batch = plugin
+        .score_batch(
+            &state,
+            &pod,
+            &[&node],
+            &cluster,
+            &mut [NodeScore::default()],
         )
-        .unwrap_err()
+        .unwrap_err();
+    assert_eq!(batch, status, "score_batch against score");
+    status
 }
 
 /// `(raw, score)` of each node, for compact assertions.

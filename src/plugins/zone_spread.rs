@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cache::{ClusterState, CountDimension, CountSelector};
 use crate::framework::{
-    CycleState, MAX_NODE_SCORE, NodeScore, PreScorePlugin, ScorePlugin, Status,
+    CycleState, MAX_NODE_SCORE, NodeScore, PreScorePlugin, ScorePlugin, Status, score_each_with,
 };
 use crate::objects::inputs::{LabelSlot, NodeLabel};
 use crate::objects::{NodeInfo, PodInfo};
@@ -157,6 +157,24 @@ impl ZoneSpread {
             no_zone: format!("node has no {} label: scores 0", args.zone_label).into(),
         }
     }
+
+    /// A node's raw score: the pod's peers in its zone (no value without a zone).
+    fn zone_count(&self, ZoneCountsForPod { counts, by_id }: &ZoneCountsForPod, node: &NodeInfo) -> NodeScore {
+        if let Some((slot, ids)) = by_id {
+            match node.inputs.get(*slot) {
+                NodeLabel::Value(id) => {
+                    let n = ids.iter().find(|(z, _)| *z == id).map_or(0, |(_, n)| *n);
+                    return NodeScore::value(n as i64);
+                }
+                NodeLabel::Absent => return NodeScore::none(self.no_zone.clone()),
+                NodeLabel::Unknown => {}
+            }
+        }
+        match node.label(&self.dimension.zone_label) {
+            None => NodeScore::none(self.no_zone.clone()),
+            Some(zone) => NodeScore::value(counts.get(zone).copied().unwrap_or(0) as i64),
+        }
+    }
 }
 
 crate::plugin!(ZoneSpread, NAME, [pre_score, score]);
@@ -195,21 +213,18 @@ impl ScorePlugin for ZoneSpread {
         node: &NodeInfo,
         _: &ClusterState,
     ) -> Result<NodeScore, Status> {
-        let ZoneCountsForPod { counts, by_id } = state.from_pre_score::<ZoneCountsForPod>()?;
-        if let Some((slot, ids)) = by_id {
-            match node.inputs.get(*slot) {
-                NodeLabel::Value(id) => {
-                    let n = ids.iter().find(|(z, _)| *z == id).map_or(0, |(_, n)| *n);
-                    return Ok(NodeScore::value(n as i64));
-                }
-                NodeLabel::Absent => return Ok(NodeScore::none(self.no_zone.clone())),
-                NodeLabel::Unknown => {}
-            }
-        }
-        Ok(match node.label(&self.dimension.zone_label) {
-            None => NodeScore::none(self.no_zone.clone()),
-            Some(zone) => NodeScore::value(counts.get(zone).copied().unwrap_or(0) as i64),
-        })
+        Ok(self.zone_count(state.from_pre_score()?, node))
+    }
+
+    fn score_batch(
+        &self,
+        state: &CycleState,
+        _: &PodInfo,
+        nodes: &[&NodeInfo],
+        _: &ClusterState,
+        scores: &mut [NodeScore],
+    ) -> Result<(), Status> {
+        score_each_with(state, nodes, scores, |counts, node| self.zone_count(counts, node))
     }
 
     fn normalize(&self, _: &CycleState, _: &PodInfo, scores: &mut [NodeScore]) -> Status {

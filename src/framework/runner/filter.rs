@@ -4,15 +4,11 @@ use std::ops::ControlFlow;
 
 use rayon::prelude::*;
 
-use super::{ExtensionPoint, Framework, NodeRef, PARALLEL_MIN_NODES, PluginError};
+use super::{ExtensionPoint, Framework, NodeRef, PARALLEL_CHUNK, PARALLEL_MIN_NODES, PluginError};
 use crate::cache::ClusterState;
 use crate::framework::interface::{Diagnosis, Nominating, PostFilterResult};
 use crate::framework::{Code, CycleState, PreFilterResult, Reason, Status};
 use crate::objects::{NodeInfo, PodInfo};
-
-/// Nodes per parallel Filter batch: large enough that a batch's dynamic call
-/// and its cycle-state read are lost in its nodes' work.
-const PARALLEL_CHUNK: usize = 1024;
 
 impl Framework {
     /// Runs every PreFilter plugin; the first rejection stops the run.

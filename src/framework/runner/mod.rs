@@ -43,6 +43,10 @@ pub use score::{PluginScores, ScoreTable};
 /// docs/benchmarks.md).
 const PARALLEL_MIN_NODES: usize = 16_384;
 
+/// Nodes per parallel Filter or Score batch: large enough that a batch's
+/// dynamic call and its cycle-state read are lost in its nodes' work.
+const PARALLEL_CHUNK: usize = 1024;
+
 /// Highest score the extender protocol allows (`MaxExtenderPriority`).
 pub const MAX_EXTENDER_SCORE: i64 = 10;
 

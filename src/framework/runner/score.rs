@@ -3,7 +3,8 @@
 use rayon::prelude::*;
 
 use super::{
-    ExtensionPoint, Framework, MAX_EXTENDER_SCORE, NodeRef, PARALLEL_MIN_NODES, PluginError,
+    ExtensionPoint, Framework, MAX_EXTENDER_SCORE, NodeRef, PARALLEL_CHUNK, PARALLEL_MIN_NODES,
+    PluginError,
 };
 use crate::cache::ClusterState;
 use crate::framework::interface::{MAX_NODE_SCORE, MIN_NODE_SCORE, NodeScore};
@@ -100,15 +101,14 @@ impl Framework {
         keep: Keep,
     ) -> Result<ScoreTable, Status> {
         let mut skipped: Vec<(&'static str, Status)> = Vec::new();
-        let mut refs = None;
+        let refs = N::as_refs(nodes);
         for wp in &self.plugins {
             let Some(p) = wp.plugin.as_pre_score() else {
                 continue;
             };
-            let refs = refs.get_or_insert_with(|| N::as_refs(nodes));
             let status = self
                 .timed(p.name(), ExtensionPoint::PreScore, || {
-                    p.pre_score(state, pod, refs, cluster)
+                    p.pre_score(state, pod, &refs, cluster)
                 })
                 .with_plugin(p.name());
             match status.code() {
@@ -117,7 +117,6 @@ impl Framework {
                 _ => return Err(status),
             }
         }
-        drop(refs);
         let state = &*state;
         let mut table = ScoreTable {
             totals: vec![0; nodes.len()],
@@ -137,25 +136,24 @@ impl Framework {
                 });
                 continue;
             }
-            let one = |n: &N| {
-                p.score(state, pod, n, cluster)
-                    .map_err(|s| s.with_plugin(p.name()))
-            };
             let mut scores = match keep {
                 Keep::PerPlugin => Vec::new(),
                 Keep::TotalsOnly => std::mem::take(&mut scratch),
             };
             self.timed(p.name(), ExtensionPoint::Score, || {
+                // Every slot is written in place: one call per plugin, or per
+                // chunk in parallel, and no result moved or collected per node.
                 scores.clear();
+                scores.resize(nodes.len(), NodeScore::default());
                 if nodes.len() >= PARALLEL_MIN_NODES {
-                    scores = nodes.par_iter().map(one).collect::<Result<_, _>>()?;
+                    scores
+                        .par_chunks_mut(PARALLEL_CHUNK)
+                        .zip(refs.par_chunks(PARALLEL_CHUNK))
+                        .try_for_each(|(out, chunk)| p.score_batch(state, pod, chunk, cluster, out))
                 } else {
-                    scores.reserve_exact(nodes.len());
-                    for n in nodes {
-                        scores.push(one(n)?);
-                    }
+                    p.score_batch(state, pod, &refs, cluster, &mut scores)
                 }
-                Ok::<_, Status>(())
+                .map_err(|s| s.with_plugin(p.name()))
             })?;
             let status = self.timed(p.name(), ExtensionPoint::NormalizeScore, || {
                 p.normalize(state, pod, &mut scores)

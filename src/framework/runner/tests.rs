@@ -1,4 +1,4 @@
-//! Runner tests: the weighted sum, skips and the parallel Filter path.
+//! Runner tests: the weighted sum, skips, and the parallel Filter and Score paths.
 
 use std::sync::Arc;
 
@@ -479,5 +479,100 @@ fn filter_nodes_each_calls_each_plugin_once_per_batch_on_the_nodes_still_feasibl
             n - n.div_ceil(3),
             "{n} nodes: only the nodes the first plugin let through"
         );
+    }
+}
+
+/// Scores a node by the number in its name, fails on "bad", and counts its
+/// batches.
+#[derive(Default)]
+struct Numbered {
+    batches: std::sync::atomic::AtomicUsize,
+}
+impl Plugin for Numbered {
+    fn name(&self) -> &'static str {
+        "Numbered"
+    }
+    fn as_score(&self) -> Option<&dyn ScorePlugin> {
+        Some(self)
+    }
+}
+impl ScorePlugin for Numbered {
+    fn score(
+        &self,
+        _: &CycleState,
+        _: &PodInfo,
+        n: &NodeInfo,
+        _: &ClusterState,
+    ) -> Result<NodeScore, Status> {
+        match n.name[1..].parse() {
+            Ok(number) => Ok(NodeScore::value(number)),
+            Err(_) => Err(Status::error(format!("no number in {}", n.name))),
+        }
+    }
+    fn score_batch(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        nodes: &[&NodeInfo],
+        cluster: &ClusterState,
+        scores: &mut [NodeScore],
+    ) -> Result<(), Status> {
+        self.batches
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        for (slot, node) in scores.iter_mut().zip(nodes) {
+            *slot = self.score(state, pod, node, cluster)?;
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn score_writes_every_node_in_its_slot_with_one_batch_per_plugin_or_chunk() {
+    use std::sync::atomic::Ordering::Relaxed;
+    for (n, batches) in [(6, 1), (PARALLEL_MIN_NODES + 5, 17)] {
+        let numbered = Arc::new(Numbered::default());
+        let f = fw(vec![(numbered.clone(), 1), fixed("F", |_| 1, false, 2)]);
+        let names: Vec<String> = (0..n).map(|i| format!("n{i}")).collect();
+        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        let t = score(&f, &refs);
+        let raws: Vec<Option<i64>> = t.plugins[0].scores.iter().map(|s| s.raw).collect();
+        let expected: Vec<Option<i64>> = (0..n as i64).map(Some).collect();
+        assert_eq!(raws, expected, "{n} nodes");
+        // Clamped to 100, plus F's 2 × 1.
+        assert_eq!(t.totals[5], 7, "{n} nodes");
+        assert_eq!(t.totals[n - 1], (n as i64 - 1).min(100) + 2, "{n} nodes");
+        assert_eq!(t.plugins[1].scores.len(), n, "{n} nodes");
+        assert_eq!(numbered.batches.load(Relaxed), batches, "{n} nodes");
+    }
+}
+
+#[test]
+fn score_error_names_its_plugin_serially_and_in_parallel() {
+    for n in [6, PARALLEL_MIN_NODES + 5] {
+        let f = fw(vec![(Arc::new(Numbered::default()), 1)]);
+        let names: Vec<String> = (0..n)
+            .map(|i| {
+                if i == n - 2 {
+                    "bad".into()
+                } else {
+                    format!("n{i}")
+                }
+            })
+            .collect();
+        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        let err = f
+            .score_totals(
+                &mut CycleState::new(),
+                &PodInfo::default(),
+                &nodes(&refs),
+                &ClusterState::default(),
+            )
+            .unwrap_err();
+        assert_eq!(
+            (err.code(), err.plugin()),
+            (Code::Error, "Numbered"),
+            "{n} nodes"
+        );
+        assert_eq!(err.message(), "no number in bad", "{n} nodes");
     }
 }

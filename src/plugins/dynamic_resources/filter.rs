@@ -475,6 +475,29 @@ impl ScorePlugin for DynamicResources {
         )))
     }
 
+    /// A pod without claims (the most common) scores 0 on every node
+    /// without a call per node; otherwise the allocations are looked up
+    /// under one lock per batch.
+    fn score_batch(
+        &self,
+        state: &CycleState,
+        _: &PodInfo,
+        nodes: &[&NodeInfo],
+        _: &ClusterState,
+        scores: &mut [NodeScore],
+    ) -> Result<(), Status> {
+        let Some(cycle) = state.read::<DraCycle>() else {
+            scores.fill(NodeScore::value(0));
+            return Ok(());
+        };
+        let by_node = cycle.by_node.lock();
+        for (slot, node) in scores.iter_mut().zip(nodes) {
+            let results = by_node.get(&node.name).map(|c| &c.results);
+            *slot = NodeScore::value(compute_score(cycle, results));
+        }
+        Ok(())
+    }
+
     fn normalize(&self, _: &CycleState, _: &PodInfo, scores: &mut [NodeScore]) -> Status {
         default_normalize_score(scores, false);
         Status::success()

@@ -17,7 +17,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference,
 use super::bind::with_reservation;
 use super::filter::DraCycle;
 use super::*;
-use crate::framework::{Code, CycleState, FilterPlugin, PreFilterPlugin, ReservePlugin};
+use crate::framework::{Code, CycleState, FilterPlugin, NodeScore, PreFilterPlugin, ReservePlugin};
+use crate::plugins::test_support;
 use crate::objects::NodeInfo;
 use crate::objects::pod::{PodResourceClaim, PodSpecInfo};
 
@@ -161,6 +162,10 @@ fn filter_keeps_an_allocated_claim_to_its_nodes() {
     let s = plugin.filter(&state, &p, &node("n2"), &c);
     assert_eq!(s.code(), Code::UnschedulableAndUnresolvable);
     assert_eq!(s.message(), ERR_NOT_AVAILABLE);
+    // An allocated claim has no alternative to score: 0 on its node.
+    let (n1, n2) = (node("n1"), node("n2"));
+    let scores = test_support::score_both_ways(&plugin, &state, &p, &[&n1, &n2], &c);
+    assert_eq!(scores.iter().map(|s| s.raw).collect::<Vec<_>>(), [Some(0); 2]);
     // An allocation without a node selector is available everywhere.
     let c = cluster(vec![allocated(claim("shared"), "gpu-0", None)]);
     let mut state = CycleState::new();
@@ -173,6 +178,10 @@ fn a_pod_without_claims_is_skipped() {
     let mut state = CycleState::new();
     let s = DynamicResources::default().pre_filter(&mut state, &pod(vec![]), &cluster(vec![]));
     assert_eq!(s.code(), Code::Skip);
+    // Then it scores 0 everywhere, in a batch too.
+    let (plugin, n1) = (DynamicResources::default(), node("n1"));
+    let scores = test_support::score_both_ways(&plugin, &state, &pod(vec![]), &[&n1], &cluster(vec![]));
+    assert_eq!(scores, [NodeScore::value(0)]);
 }
 
 #[test]

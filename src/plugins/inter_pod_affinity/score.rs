@@ -10,13 +10,18 @@ use super::{
 };
 use crate::cache::ClusterState;
 use crate::framework::{
-    CycleState, MAX_NODE_SCORE, NodeScore, PreScorePlugin, ScorePlugin, Status,
+    CycleState, MAX_NODE_SCORE, NodeScore, PreScorePlugin, ScorePlugin, Status, score_each_with,
 };
 use crate::objects::namespace::NamespaceInfo;
 use crate::objects::{NodeInfo, PodInfo};
 
 /// kube-scheduler's `preScoreState`: topology pair → summed weight.
 struct PreScoreState(TopologyCounts);
+
+/// A node's raw score: the summed weights of its topology pairs.
+fn affinity_score(PreScoreState(counts): &PreScoreState, node: &NodeInfo) -> NodeScore {
+    NodeScore::value(counts.of_node(node).sum())
+}
 
 impl PreScorePlugin for InterPodAffinity {
     fn pre_score(
@@ -121,8 +126,18 @@ impl ScorePlugin for InterPodAffinity {
         node: &NodeInfo,
         _: &ClusterState,
     ) -> Result<NodeScore, Status> {
-        let PreScoreState(scores) = state.from_pre_score::<PreScoreState>()?;
-        Ok(NodeScore::value(scores.of_node(node).sum()))
+        Ok(affinity_score(state.from_pre_score()?, node))
+    }
+
+    fn score_batch(
+        &self,
+        state: &CycleState,
+        _: &PodInfo,
+        nodes: &[&NodeInfo],
+        _: &ClusterState,
+        scores: &mut [NodeScore],
+    ) -> Result<(), Status> {
+        score_each_with(state, nodes, scores, affinity_score)
     }
 
     /// `MaxNodeScore × (score − min) / (max − min)`, truncated; all 0 when

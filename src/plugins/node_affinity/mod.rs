@@ -51,7 +51,7 @@ use crate::cache::ClusterState;
 use crate::framework::queueing::{ActionType, Change, EventResource, QueueingHint};
 use crate::framework::{
     CycleState, EnqueueExtensions, EventHint, FilterPlugin, NodeScore, PreFilterPlugin,
-    PreScorePlugin, ScorePlugin, Status, queue_if,
+    PreScorePlugin, ScorePlugin, Status, queue_if, score_each_with,
 };
 use crate::objects::{NodeInfo, PodInfo};
 use crate::plugins::helper::default_normalize_score;
@@ -90,6 +90,13 @@ impl NodeAffinity {
             added_required: args.added.required.clone().map(Arc::new),
             added_preferred: args.added.preferred.clone(),
         }
+    }
+
+    /// A node's raw score: the weights of the preferred terms it matches, the
+    /// profile's added ones and the pod's own.
+    fn preferred_score(&self, PreScoreState(own): &PreScoreState, node: &NodeInfo) -> NodeScore {
+        let added = self.added_preferred.as_ref().map_or(0, |t| t.score(node));
+        NodeScore::value(added + own.as_ref().map_or(0, |t| t.score(node)))
     }
 }
 
@@ -256,11 +263,20 @@ impl ScorePlugin for NodeAffinity {
         node: &NodeInfo,
         _: &ClusterState,
     ) -> Result<NodeScore, Status> {
-        let PreScoreState(own) = state.from_pre_score::<PreScoreState>()?;
-        let added = self.added_preferred.as_ref().map_or(0, |t| t.score(node));
-        Ok(NodeScore::value(
-            added + own.as_ref().map_or(0, |t| t.score(node)),
-        ))
+        Ok(self.preferred_score(state.from_pre_score()?, node))
+    }
+
+    fn score_batch(
+        &self,
+        state: &CycleState,
+        _: &PodInfo,
+        nodes: &[&NodeInfo],
+        _: &ClusterState,
+        scores: &mut [NodeScore],
+    ) -> Result<(), Status> {
+        score_each_with(state, nodes, scores, |own, node| {
+            self.preferred_score(own, node)
+        })
     }
 
     fn normalize(&self, _: &CycleState, _: &PodInfo, scores: &mut [NodeScore]) -> Status {

@@ -43,7 +43,7 @@ use std::collections::HashSet;
 use crate::cache::{ClusterState, NodeUsage};
 use crate::framework::{
     Code, CycleState, FilterPlugin, MAX_NODE_SCORE, NodeScore, PreFilterPlugin, PreScorePlugin,
-    Reason, ScorePlugin, Status,
+    Reason, ScorePlugin, Status, score_each_with,
 };
 use crate::objects::{NodeInfo, PodInfo, Resources};
 
@@ -56,6 +56,7 @@ pub(crate) use strategy::broken_linear;
 use crate::plugins::helper::is_extended_resource_name;
 use strategy::{
     DraScoring, ScoredResource, is_scalar_resource_name, least_requested_score, most_requested_score,
+    scaled_share,
 };
 
 /// Plugin name in the policy.
@@ -134,7 +135,7 @@ impl NodeResourcesFit {
                     let utilization = if requested > allocatable {
                         100
                     } else {
-                        ((i128::from(requested) * 100) / i128::from(allocatable)) as i64
+                        scaled_share(requested, 100, allocatable)
                     };
                     let score = broken_linear(&self.shape, utilization);
                     // Resources scoring 0 do not count in the mean.
@@ -301,14 +302,30 @@ impl ScorePlugin for NodeResourcesFit {
         node: &NodeInfo,
         cluster: &ClusterState,
     ) -> Result<NodeScore, Status> {
-        let ScoreRequests(requests, dra) = state.from_pre_score::<ScoreRequests>()?;
+        let requests = state.from_pre_score::<ScoreRequests>()?;
+        Ok(NodeScore::value(self.score_with(requests, node, cluster)))
+    }
+
+    fn score_batch(
+        &self,
+        state: &CycleState,
+        _: &PodInfo,
+        nodes: &[&NodeInfo],
+        cluster: &ClusterState,
+        scores: &mut [NodeScore],
+    ) -> Result<(), Status> {
+        score_each_with(state, nodes, scores, |requests, node| {
+            NodeScore::value(self.score_with(requests, node, cluster))
+        })
+    }
+}
+
+impl NodeResourcesFit {
+    /// [`NodeResourcesFit::score_node`] with what PreScore wrote.
+    fn score_with(&self, requests: &ScoreRequests, node: &NodeInfo, cluster: &ClusterState) -> i64 {
+        let ScoreRequests(requests, dra) = requests;
         let dra = |i| dra.as_ref().and_then(|d| d.totals(i, node, cluster));
-        Ok(NodeScore::value(self.score_node(
-            requests,
-            node,
-            cluster.usage_of(node),
-            dra,
-        )))
+        self.score_node(requests, node, cluster.usage_of(node), dra)
     }
 }
 

@@ -187,7 +187,17 @@ pub(super) fn least_requested_score(requested: i64, capacity: i64) -> i64 {
     if capacity == 0 || requested > capacity {
         return 0;
     }
-    ((i128::from(capacity - requested) * i128::from(MAX_NODE_SCORE)) / i128::from(capacity)) as i64
+    scaled_share(capacity - requested, MAX_NODE_SCORE, capacity)
+}
+
+/// `part × scale / whole`, truncated, without overflow: in 64 bits when the
+/// product fits, as it does for every real node (128-bit division was 1.6 %
+/// of an every-node attempt), in 128 bits otherwise. `whole` is not 0.
+pub(super) fn scaled_share(part: i64, scale: i64, whole: i64) -> i64 {
+    match part.checked_mul(scale) {
+        Some(product) => product / whole,
+        None => ((i128::from(part) * i128::from(scale)) / i128::from(whole)) as i64,
+    }
 }
 
 /// `mostRequestedScore`: the used share of the node, 0..=100.
@@ -196,7 +206,7 @@ pub(super) fn most_requested_score(requested: i64, capacity: i64) -> i64 {
         return 0;
     }
     let requested = requested.min(capacity);
-    ((i128::from(requested) * i128::from(MAX_NODE_SCORE)) / i128::from(capacity)) as i64
+    scaled_share(requested, MAX_NODE_SCORE, capacity)
 }
 
 /// kube-scheduler's `BuildBrokenLinearFunction`: the shape's score at

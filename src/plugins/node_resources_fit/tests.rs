@@ -536,3 +536,19 @@ fn a_resource_a_device_class_serves_scores_by_the_nodes_devices() {
     let with_more = node(&[("cpu", "4"), ("memory", "8Gi"), ("pods", "3"), ("example.com/gpu", "8")]);
     assert_eq!(score(&a, &p, &with_more, &c), 87);
 }
+
+#[test]
+fn scaled_share_matches_128_bit_arithmetic_on_both_sides_of_overflow() {
+    use super::strategy::scaled_share;
+    // Below the 64-bit product's limit, at it, and past it (a 100 EiB node).
+    for (part, whole) in [
+        (3_500, 4_000),
+        (i64::MAX / 100, i64::MAX / 50),
+        (i64::MAX / 100 + 1, i64::MAX / 2),
+        (i64::MAX / 3, i64::MAX / 2),
+    ] {
+        let exact = (i128::from(part) * 100 / i128::from(whole)) as i64;
+        assert_eq!(scaled_share(part, 100, whole), exact, "{part} / {whole}");
+    }
+    assert_eq!(scaled_share(i64::MAX / 3, 100, i64::MAX / 2), 66);
+}

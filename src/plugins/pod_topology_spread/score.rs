@@ -11,7 +11,7 @@ use super::{
 };
 use crate::cache::ClusterState;
 use crate::framework::{
-    CycleState, MAX_NODE_SCORE, NodeScore, PreScorePlugin, ScorePlugin, Status,
+    CycleState, MAX_NODE_SCORE, NodeScore, PreScorePlugin, ScorePlugin, Status, score_each_with,
 };
 use crate::objects::{NodeInfo, PodInfo};
 use crate::plugins::node_affinity::RequiredNodeAffinity;
@@ -149,24 +149,18 @@ impl ScorePlugin for PodTopologySpread {
         node: &NodeInfo,
         _: &ClusterState,
     ) -> Result<NodeScore, Status> {
-        let s = state.from_pre_score::<PreScoreState>()?;
-        if s.require_all && !has_all_keys(node, &s.constraints) {
-            return Ok(NodeScore::none(s.ignored_note.clone()));
-        }
-        let mut score = 0.0;
-        for (i, c) in s.constraints.iter().enumerate() {
-            let Some(value) = node.label(&c.topology_key) else {
-                continue;
-            };
-            let count = if c.topology_key == LABEL_HOSTNAME {
-                s.host_counts[i].get(node.name.as_str())
-            } else {
-                s.counts[i].get(value)
-            };
-            score += score_for_count(count.copied().unwrap_or(0), c.max_skew, s.weights[i]);
-        }
-        // Counts are far below 2^53: the conversion is exact.
-        Ok(NodeScore::value(score.round() as i64))
+        Ok(spread_score(state.from_pre_score()?, node))
+    }
+
+    fn score_batch(
+        &self,
+        state: &CycleState,
+        _: &PodInfo,
+        nodes: &[&NodeInfo],
+        _: &ClusterState,
+        scores: &mut [NodeScore],
+    ) -> Result<(), Status> {
+        score_each_with(state, nodes, scores, spread_score)
     }
 
     /// `MaxNodeScore * (max + min - score) / max` over the scored nodes; all
@@ -201,6 +195,29 @@ fn score_for_count(count: i64, max_skew: i64, weight: f64) -> f64 {
     // Pod counts and maxSkew are far below 2^53: the conversions are exact.
     let (count, max_skew) = (count as f64, max_skew as f64);
     count * weight + (max_skew - 1.0)
+}
+
+/// A node's score: the weighted spread of the pod's constraints over the
+/// counts PreScore took; no value on a node without every topology key when
+/// the constraints ask for all of them.
+fn spread_score(s: &PreScoreState, node: &NodeInfo) -> NodeScore {
+    if s.require_all && !has_all_keys(node, &s.constraints) {
+        return NodeScore::none(s.ignored_note.clone());
+    }
+    let mut score = 0.0;
+    for (i, c) in s.constraints.iter().enumerate() {
+        let Some(value) = node.label(&c.topology_key) else {
+            continue;
+        };
+        let count = if c.topology_key == LABEL_HOSTNAME {
+            s.host_counts[i].get(node.name.as_str())
+        } else {
+            s.counts[i].get(value)
+        };
+        score += score_for_count(count.copied().unwrap_or(0), c.max_skew, s.weights[i]);
+    }
+    // Counts are far below 2^53: the conversion is exact.
+    NodeScore::value(score.round() as i64)
 }
 
 #[cfg(test)]

@@ -411,15 +411,44 @@ impl ScorePlugin for VolumeBinding {
         node: &NodeInfo,
         _: &ClusterState,
     ) -> Result<NodeScore, Status> {
-        // No state: PreFilter skipped a pod without claims.
-        let Some(volumes) = state.read::<ClaimsState>().and_then(|c| c.on(&node.name)) else {
-            return Ok(NodeScore::value(0));
+        Ok(self.claims_score(state.read(), node))
+    }
+
+    /// A pod without claims (the most common) scores 0 on every node
+    /// without a call per node.
+    fn score_batch(
+        &self,
+        state: &CycleState,
+        _: &PodInfo,
+        nodes: &[&NodeInfo],
+        _: &ClusterState,
+        scores: &mut [NodeScore],
+    ) -> Result<(), Status> {
+        match state.read::<ClaimsState>() {
+            None => scores.fill(NodeScore::value(0)),
+            Some(claims) => {
+                for (slot, node) in scores.iter_mut().zip(nodes) {
+                    *slot = self.claims_score(Some(claims), node);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl VolumeBinding {
+    /// A node's score: how full binding the pod's claims there leaves the
+    /// volumes, with the plan as its note; 0 without claims (`None`:
+    /// PreFilter skipped a pod without claims).
+    fn claims_score(&self, claims: Option<&ClaimsState>, node: &NodeInfo) -> NodeScore {
+        let Some(volumes) = claims.and_then(|c| c.on(&node.name)) else {
+            return NodeScore::value(0);
         };
         let score = NodeScore::value(self.utilization_score(&volumes));
-        Ok(match plan(&volumes) {
+        match plan(&volumes) {
             Some(note) => score.with_note(note.into()),
             None => score,
-        })
+        }
     }
 }
 

@@ -4,10 +4,10 @@
 use k8s_openapi::api::core::v1::{NodeSelector, TopologySelectorTerm};
 
 use super::super::*;
-use crate::framework::{Code, PreBindPlugin, PreScorePlugin, ReservePlugin, ScorePlugin};
+use crate::framework::{Code, PreBindPlugin, PreScorePlugin, ReservePlugin};
 use crate::objects::csi::{CsiDriverInfo, StorageCapacityInfo};
 use crate::objects::volume::ClaimRef;
-use crate::plugins::test_support::PodBuilder;
+use crate::plugins::test_support::{self, PodBuilder};
 
 const GI: i64 = 1 << 30;
 
@@ -103,8 +103,9 @@ fn static_volumes_smallest_first_on_reachable_nodes() {
     // /explain shows which volume each node would bind.
     let mut state = state;
     assert!(vb.pre_score(&mut state, &p, &[], &c).is_success());
-    let score = vb.score(&state, &p, &node("a"), &c).unwrap();
-    assert_eq!(score.note.as_deref(), Some("ns/data -> pv-a-small"));
+    let (a, b) = (node("a"), node("b"));
+    let scores = test_support::score_both_ways(&vb, &state, &p, &[&a, &b], &c);
+    assert_eq!(scores[0].note.as_deref(), Some("ns/data -> pv-a-small"));
     // Too big for every volume on b; access modes must be offered.
     c.objects_mut::<ClaimInfo>().apply(wffc_claim("huge", "local", 6));
     let (_, v) = filter_all(&vb, &pod_with(&["huge"]), &c, &[node("a"), node("b")]);
