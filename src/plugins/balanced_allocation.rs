@@ -193,17 +193,19 @@ impl BalancedAllocation {
         // that takes part; walked per balance instead of collected, so a
         // node's score allocates nothing.
         let parts = || {
-            self.resources
-                .iter()
-                .zip(requests)
-                .enumerate()
-                .filter_map(move |(i, (resource, &pod))| {
+            self.resources.iter().zip(requests).enumerate().filter_map(
+                move |(i, (resource, &pod))| {
                     resource
-                        .allocatable_and_allocated(node, usage, pod, NodeRequests::Requested, || {
-                            dra(i)
-                        })
+                        .allocatable_and_allocated(
+                            node,
+                            usage,
+                            pod,
+                            NodeRequests::Requested,
+                            || dra(i),
+                        )
                         .map(|(allocatable, allocated)| (allocatable, allocated, pod))
-                })
+                },
+            )
         };
         let with_pod = balance(parts().map(|(a, used, pod)| fraction(used + pod, a)));
         let without_pod = balance(parts().map(|(a, used, _)| fraction(used, a)));
@@ -257,8 +259,10 @@ mod tests {
         let containers: Vec<serde_json::Value> = containers
             .iter()
             .map(|r| {
-                let r: serde_json::Map<String, serde_json::Value> =
-                    r.iter().map(|(k, v)| (k.to_string(), (*v).into())).collect();
+                let r: serde_json::Map<String, serde_json::Value> = r
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), (*v).into()))
+                    .collect();
                 serde_json::json!({"name": "c", "resources": {"requests": r}})
             })
             .collect();
@@ -307,13 +311,21 @@ mod tests {
     #[test]
     fn scores_match_kube_schedulers_table() {
         let d = BalancedAllocationArgs::default();
-        let gpu_args = args("resources: [{name: cpu}, {name: memory}, {name: nvidia.com/gpu, weight: 1}]").unwrap();
+        let gpu_args =
+            args("resources: [{name: cpu}, {name: memory}, {name: nvidia.com/gpu, weight: 1}]")
+                .unwrap();
         let two = pod(None, &[CPU_MEM_1, CPU_MEM_2]);
         // Best effort: skipped in PreScore.
-        let n = [node("node1", "4000m", "10000", None), node("node2", "4000m", "10000", None)];
+        let n = [
+            node("node1", "4000m", "10000", None),
+            node("node2", "4000m", "10000", None),
+        ];
         assert_eq!(scores(&d, &pod(None, &[&[]]), &n, vec![]).0, Code::Skip);
         // Nothing scheduled, differently sized nodes: 68, 75.
-        let n = [node("node1", "4000m", "10000", None), node("node2", "6000m", "10000", None)];
+        let n = [
+            node("node1", "4000m", "10000", None),
+            node("node2", "6000m", "10000", None),
+        ];
         assert_eq!(scores(&d, &two, &n, vec![]), (Code::Success, vec![68, 75]));
         // Pods scheduled with resources: 73, 74.
         let existing = || {
@@ -322,30 +334,61 @@ mod tests {
                 pod(Some("node2"), &[CPU_MEM_1, CPU_MEM_2]),
             ]
         };
-        let n = [node("node1", "10000m", "20000", None), node("node2", "10000m", "20000", None)];
+        let n = [
+            node("node1", "10000m", "20000", None),
+            node("node2", "10000m", "20000", None),
+        ];
         assert_eq!(scores(&d, &two, &n, existing()).1, [73, 74]);
         // ... on differently sized nodes: 73, 70.
-        let n = [node("node1", "10000m", "20000", None), node("node2", "10000m", "50000", None)];
+        let n = [
+            node("node1", "10000m", "20000", None),
+            node("node2", "10000m", "50000", None),
+        ];
         assert_eq!(scores(&d, &two, &n, existing()).1, [73, 70]);
         // Reaching the min and max scores: 100, 50.
-        let n = [node("node1", "3000m", "5000", None), node("node2", "3000m", "5000", None)];
+        let n = [
+            node("node1", "3000m", "5000", None),
+            node("node2", "3000m", "5000", None),
+        ];
         let memory_only = pod(None, &[&[("memory", "2000")], &[("memory", "3000")]]);
         let on_node1 = vec![pod(Some("node1"), &[CPU_1, CPU_2])];
         assert_eq!(scores(&d, &memory_only, &n, on_node1).1, [100, 50]);
         // Requested resources at node capacity: 62, 62.
-        let n = [node("node1", "6000m", "10000", None), node("node2", "6000m", "10000", None)];
+        let n = [
+            node("node1", "6000m", "10000", None),
+            node("node2", "6000m", "10000", None),
+        ];
         let cpu_only = pod(None, &[CPU_1, CPU_2]);
         assert_eq!(scores(&d, &cpu_only, &n, existing()).1, [62, 62]);
         // A scalar resource the pod requests takes part: 75, 76.
-        let n = [node("node1", "3500m", "40000", Some("8")), node("node2", "3500m", "40000", Some("8"))];
-        let gpu_pod = pod(None, &[&[("cpu", "0"), ("memory", "0"), ("nvidia.com/gpu", "1")]]);
+        let n = [
+            node("node1", "3500m", "40000", Some("8")),
+            node("node2", "3500m", "40000", Some("8")),
+        ];
+        let gpu_pod = pod(
+            None,
+            &[&[("cpu", "0"), ("memory", "0"), ("nvidia.com/gpu", "1")]],
+        );
         let with_gpus = vec![
-            pod(Some("node1"), &[CPU_MEM_1, &[("cpu", "2000m"), ("memory", "3000"), ("nvidia.com/gpu", "3")]]),
+            pod(
+                Some("node1"),
+                &[
+                    CPU_MEM_1,
+                    &[
+                        ("cpu", "2000m"),
+                        ("memory", "3000"),
+                        ("nvidia.com/gpu", "3"),
+                    ],
+                ],
+            ),
             pod(Some("node2"), &[CPU_MEM_1, CPU_MEM_2]),
         ];
         assert_eq!(scores(&gpu_args, &gpu_pod, &n, with_gpus).1, [75, 76]);
         // ... and one it does not request does not: 56, 56.
-        let n = [node("node1", "3500m", "40000", Some("8")), node("node2", "3500m", "40000", None)];
+        let n = [
+            node("node1", "3500m", "40000", Some("8")),
+            node("node2", "3500m", "40000", None),
+        ];
         assert_eq!(scores(&gpu_args, &two, &n, vec![]).1, [56, 56]);
     }
 
@@ -357,7 +400,10 @@ mod tests {
             "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]
         }));
         p.name = "incoming".into();
-        let n = [node("node1", "4000m", "10000", None), node("node2", "6000m", "10000", None)];
+        let n = [
+            node("node1", "4000m", "10000", None),
+            node("node2", "6000m", "10000", None),
+        ];
         let d = BalancedAllocationArgs::default();
         assert_eq!(scores(&d, &p, &n, vec![]).1, [68, 75]);
     }
@@ -365,16 +411,25 @@ mod tests {
     #[test]
     fn args_are_strict_with_kube_schedulers_defaults() {
         assert_eq!(args("{}").unwrap(), BalancedAllocationArgs::default());
-        assert_eq!(args("resources: []").unwrap(), BalancedAllocationArgs::default());
+        assert_eq!(
+            args("resources: []").unwrap(),
+            BalancedAllocationArgs::default()
+        );
         let a = args("resources: [{name: cpu, weight: 0}, {name: example.com/foo}]").unwrap();
         assert_eq!(
-            a.resources.iter().map(|r| (r.name.as_str(), r.weight)).collect::<Vec<_>>(),
+            a.resources
+                .iter()
+                .map(|r| (r.name.as_str(), r.weight))
+                .collect::<Vec<_>>(),
             [("cpu", 1), ("example.com/foo", 1)]
         );
         let e = args("resources: [{name: cpu, weight: 2}]").unwrap_err();
         assert!(e.contains("resources[0].weight: 2: must be 1"), "{e}");
         let e = args("resources: [{name: cpu}, {name: cpu}]").unwrap_err();
-        assert!(e.contains("resources[1].name: duplicate value \"cpu\""), "{e}");
+        assert!(
+            e.contains("resources[1].name: duplicate value \"cpu\""),
+            "{e}"
+        );
         let e = args("resourcez: []").unwrap_err();
         assert!(e.contains("unknown field `resourcez`"), "{e}");
         let e = args("resources: [{name: cpu, wieght: 1}]").unwrap_err();
@@ -384,8 +439,13 @@ mod tests {
     #[test]
     fn bad_args_in_a_policy_and_a_kube_scheduler_configuration_name_their_place() {
         let policy = "apiVersion: placer/v1alpha1\nkind: Policy\nprofiles:\n- schedulerName: s\n  plugins:\n  - name: NodeResourcesBalancedAllocation\n    args:\n      resources:\n      - {name: cpu, weight: 3}\n";
-        let e = crate::policy::parse(policy, "p.yaml").unwrap_err().to_string();
-        assert!(e.starts_with("p.yaml:6:5: profiles[0].plugins[0].args: "), "{e}");
+        let e = crate::policy::parse(policy, "p.yaml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("p.yaml:6:5: profiles[0].plugins[0].args: "),
+            "{e}"
+        );
         assert!(e.contains("resources[0].weight: 3: must be 1"), "{e}");
         let ks = "kind: KubeSchedulerConfiguration\nprofiles:\n- pluginConfig:\n  - name: NodeResourcesBalancedAllocation\n    args:\n      apiVersion: kubescheduler.config.k8s.io/v1\n      kind: NodeResourcesBalancedAllocationArgs\n      resources: [{name: cpu}, {name: memory}, {name: example.com/gpu}]\n";
         let t = crate::explain::in_tree::InTree::parse(ks, "ks.yaml").unwrap();
@@ -397,6 +457,9 @@ mod tests {
     #[test]
     fn score_needs_pre_score() {
         let plugin = BalancedAllocation::new(&BalancedAllocationArgs::default());
-        assert_eq!(test_support::score_without_pre_score(&plugin).code(), Code::Error);
+        assert_eq!(
+            test_support::score_without_pre_score(&plugin).code(),
+            Code::Error
+        );
     }
 }

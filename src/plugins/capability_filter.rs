@@ -18,8 +18,7 @@ use serde::{Deserialize, Serialize};
 use crate::cache::ClusterState;
 use crate::framework::queueing::{ActionType, EventResource, QueueingHint};
 use crate::framework::{
-    self, CycleState, EnqueueExtensions, EventHint, FilterPlugin, PreFilterPlugin, Status,
-    queue_if,
+    self, CycleState, EnqueueExtensions, EventHint, FilterPlugin, PreFilterPlugin, Status, queue_if,
 };
 use crate::objects::inputs::WantedLabel;
 use crate::objects::{NodeInfo, PodInfo};
@@ -350,7 +349,10 @@ mod tests {
         let candidates = [true, true, true, false];
         let cluster = ClusterState::default();
         let mut prepared = CycleState::new();
-        assert_eq!(p.pre_filter(&mut prepared, &pod, &cluster).code(), Code::Success);
+        assert_eq!(
+            p.pre_filter(&mut prepared, &pod, &cluster).code(),
+            Code::Success
+        );
         for state in [prepared, CycleState::new()] {
             let mut batch = Vec::new();
             p.filter_batch(&state, &pod, &refs, &candidates, &cluster, &mut |i, s| {
@@ -371,14 +373,23 @@ mod tests {
         let pod = pod(&[("myorg.io/require-hw-encrypt", "true")]);
         let label = "node.kubernetes.io/hw-encrypt";
         let node = |value: Option<&str>| {
-            NodeInfo::new("n", value.map(|v| (label, v)).into_iter().chain([("zone", "a")]))
+            NodeInfo::new(
+                "n",
+                value.map(|v| (label, v)).into_iter().chain([("zone", "a")]),
+            )
         };
         let on = |event| hint(&p, &pod, event);
         assert_eq!(on(node_added(node(None))), QueueingHint::Skip);
         assert_eq!(on(node_added(node(Some("false")))), QueueingHint::Skip);
         assert_eq!(on(node_added(node(Some("true")))), QueueingHint::Queue);
-        assert_eq!(on(node_updated(node(None), node(Some("false")))), QueueingHint::Skip);
-        assert_eq!(on(node_updated(node(None), node(Some("true")))), QueueingHint::Queue);
+        assert_eq!(
+            on(node_updated(node(None), node(Some("false")))),
+            QueueingHint::Skip
+        );
+        assert_eq!(
+            on(node_updated(node(None), node(Some("true")))),
+            QueueingHint::Queue
+        );
         let mut moved = node(Some("true"));
         moved.labels = NodeInfo::new("n", [(label, "true"), ("zone", "b")]).labels;
         assert_eq!(
@@ -395,13 +406,15 @@ mod tests {
 
     #[test]
     fn a_node_with_only_some_needed_labels_leaves_the_pod_waiting() {
-        let p = plugin(
-            "rules: [{podAnnotation: a, nodeLabel: x}, {podAnnotation: b, nodeLabel: y}]",
-        );
+        let p =
+            plugin("rules: [{podAnnotation: a, nodeLabel: x}, {podAnnotation: b, nodeLabel: y}]");
         let pod = pod(&[("a", "true"), ("b", "true")]);
         let x = NodeInfo::new("n", [("x", "true")]);
         let bare = NodeInfo::new("n", Vec::<(String, String)>::new());
-        assert_eq!(hint(&p, &pod, node_updated(bare, x.clone())), QueueingHint::Skip);
+        assert_eq!(
+            hint(&p, &pod, node_updated(bare, x.clone())),
+            QueueingHint::Skip
+        );
         let xy = NodeInfo::new("n", [("x", "true"), ("y", "true")]);
         assert_eq!(hint(&p, &pod, node_updated(x, xy)), QueueingHint::Queue);
     }

@@ -148,8 +148,7 @@ pub async fn create_binding(client: &Client, target: &BindTarget<'_>) -> Result<
         && status.code == 409
         && let Ok(pod) = api.get(target.name).await
     {
-        let same_uid =
-            target.uid.is_empty() || pod.metadata.uid.as_deref() == Some(target.uid);
+        let same_uid = target.uid.is_empty() || pod.metadata.uid.as_deref() == Some(target.uid);
         match pod.spec.and_then(|s| s.node_name) {
             Some(n) if n == target.node && same_uid => return Ok(()),
             Some(bound) if same_uid => {

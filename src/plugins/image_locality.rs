@@ -191,22 +191,86 @@ mod tests {
                 ],
             )
         };
-        let n25010 = || node("node2", &[(&["gcr.io/250:latest"], 250), (&["gcr.io/10:latest", "gcr.io/10:v1"], 10)]);
-        let n60040900 = || node("node1", &[(&["gcr.io/600:latest"], 600), (&["gcr.io/40:latest"], 40), (&["gcr.io/900:latest"], 900)]);
-        let n300600900 = |name| node(name, &[(&["gcr.io/300:latest"], 300), (&["gcr.io/600:latest"], 600), (&["gcr.io/900:latest"], 900)]);
-        let n400030 = |name| node(name, &[(&["gcr.io/4000:latest"], 4000), (&["gcr.io/30:latest"], 30)]);
-        let n203040 = || node("node1", &[(&["gcr.io/20:latest"], 20), (&["gcr.io/30:latest"], 30), (&["gcr.io/40:latest"], 40)]);
+        let n25010 = || {
+            node(
+                "node2",
+                &[
+                    (&["gcr.io/250:latest"], 250),
+                    (&["gcr.io/10:latest", "gcr.io/10:v1"], 10),
+                ],
+            )
+        };
+        let n60040900 = || {
+            node(
+                "node1",
+                &[
+                    (&["gcr.io/600:latest"], 600),
+                    (&["gcr.io/40:latest"], 40),
+                    (&["gcr.io/900:latest"], 900),
+                ],
+            )
+        };
+        let n300600900 = |name| {
+            node(
+                name,
+                &[
+                    (&["gcr.io/300:latest"], 300),
+                    (&["gcr.io/600:latest"], 600),
+                    (&["gcr.io/900:latest"], 900),
+                ],
+            )
+        };
+        let n400030 = |name| {
+            node(
+                name,
+                &[(&["gcr.io/4000:latest"], 4000), (&["gcr.io/30:latest"], 30)],
+            )
+        };
+        let n203040 = || {
+            node(
+                "node1",
+                &[
+                    (&["gcr.io/20:latest"], 20),
+                    (&["gcr.io/30:latest"], 30),
+                    (&["gcr.io/40:latest"], 40),
+                ],
+            )
+        };
         let empty = || node("node3", &[]);
         let pod = |images: &[&str]| pod_with_spec(json!({"containers": containers(images)}));
 
-        assert_eq!(scores(&pod(&["gcr.io/40", "gcr.io/250"]), &[n403002000(), n25010()]), [0, 5]);
-        assert_eq!(scores(&pod(&["gcr.io/40", "gcr.io/300"]), &[n403002000(), n25010()]), [7, 0]);
+        assert_eq!(
+            scores(
+                &pod(&["gcr.io/40", "gcr.io/250"]),
+                &[n403002000(), n25010()]
+            ),
+            [0, 5]
+        );
+        assert_eq!(
+            scores(
+                &pod(&["gcr.io/40", "gcr.io/300"]),
+                &[n403002000(), n25010()]
+            ),
+            [7, 0]
+        );
         let min_max = pod(&["gcr.io/10", "gcr.io/4000"]);
         assert_eq!(scores(&min_max, &[n400030("node1"), n25010()]), [100, 0]);
-        assert_eq!(scores(&min_max, &[n400030("node1"), n25010(), empty()]), [66, 0, 0]);
+        assert_eq!(
+            scores(&min_max, &[n400030("node1"), n25010(), empty()]),
+            [66, 0, 0]
+        );
         let three = pod(&["gcr.io/300", "gcr.io/600", "gcr.io/900"]);
-        assert_eq!(scores(&three, &[n60040900(), n300600900("node2"), empty()]), [32, 36, 0]);
-        assert_eq!(scores(&pod(&["gcr.io/30", "gcr.io/40"]), &[n203040(), n400030("node2")]), [1, 0]);
+        assert_eq!(
+            scores(&three, &[n60040900(), n300600900("node2"), empty()]),
+            [32, 36, 0]
+        );
+        assert_eq!(
+            scores(
+                &pod(&["gcr.io/30", "gcr.io/40"]),
+                &[n203040(), n400030("node2")]
+            ),
+            [1, 0]
+        );
         // An image volume counts as an image, and so does an init container.
         let volume = pod_with_spec(json!({"containers": containers(&["gcr.io/30"]),
             "volumes": [{"name": "imageVolume", "image": {"reference": "gcr.io/300"}}]}));
@@ -228,7 +292,10 @@ mod tests {
         c.apply_node(b);
         let score = |c: &ClusterState| {
             let stored = c.node("a").map(Arc::clone).unwrap();
-            ImageLocality.score(&CycleState::new(), &p, &stored, c).unwrap().score
+            ImageLocality
+                .score(&CycleState::new(), &p, &stored, c)
+                .unwrap()
+                .score
         };
         // 600 MiB on both of two nodes: (600 - 23) / (1000 - 23).
         assert_eq!(score(&c), 59);

@@ -4,8 +4,8 @@
 //! To add a plugin: write `plugins/<name>.rs` with its `NAME`, its args type
 //! (with its [`CacheNeeds`]: what the cache must keep for it, nothing by
 //! default), its struct with `new(&args)`, the framework traits it
-//! implements and [`crate::plugin!`] naming its extension points; then add
-//! one line to the `registry!` list below.
+//! implements and [`crate::plugin!`] naming its extension points; then
+//! declare its module below and add one line to the `registry!` list.
 
 pub mod fields;
 pub mod helper;
@@ -14,6 +14,32 @@ pub mod pod_spec;
 #[cfg(test)]
 pub(crate) mod test_support;
 mod validation;
+
+// The plugins' modules, declared here rather than by `registry!`: `cargo fmt`
+// finds a module only through a `mod` item outside macros.
+pub mod balanced_allocation;
+pub mod capability_filter;
+pub mod default_binder;
+pub mod default_preemption;
+pub mod dynamic_resources;
+pub mod image_locality;
+pub mod inter_pod_affinity;
+pub mod net_qos;
+pub mod node_affinity;
+pub mod node_declared_features;
+pub mod node_name;
+pub mod node_ports;
+pub mod node_resources_fit;
+pub mod node_unschedulable;
+pub mod node_volume_limits;
+pub mod pod_topology_spread;
+pub mod priority_sort;
+pub mod scheduling_gates;
+pub mod taint_toleration;
+pub mod volume_binding;
+pub mod volume_restrictions;
+pub mod volume_zone;
+pub mod zone_spread;
 
 use std::sync::Arc;
 
@@ -45,8 +71,8 @@ pub trait CacheNeeds {
     }
 }
 
-/// Declares the plugins: each entry `module: Type(ArgsType)` declares
-/// `pub mod module`, re-exports the plugin and its args, and adds the
+/// Declares the plugins: each entry `module: Type(ArgsType)` re-exports the
+/// plugin and its args from `module` (declared above), and adds the
 /// [`PluginArgs`] variant `Type` with its arms in [`PLUGIN_NAMES`],
 /// [`PluginArgs::deserialize_for`], [`PluginArgs::default_for`],
 /// [`PluginArgs::plugin_name`], [`PluginArgs::build`] and
@@ -54,7 +80,6 @@ pub trait CacheNeeds {
 /// `Type::new(&ArgsType)` and `ArgsType: Deserialize + Default + CacheNeeds`.
 macro_rules! registry {
     ($($(#[$doc:meta])* $module:ident: $ty:ident($args:ident);)*) => {
-        $(pub mod $module;)*
         $(pub use $module::{$ty, $args};)*
 
         /// Every plugin name the policy accepts.

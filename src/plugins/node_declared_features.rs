@@ -24,8 +24,7 @@ use serde::{Deserialize, Serialize};
 use crate::cache::ClusterState;
 use crate::framework::queueing::{ActionType, EventResource, QueueingHint};
 use crate::framework::{
-    Code, CycleState, EnqueueExtensions, EventHint, FilterPlugin, PreFilterPlugin, Status,
-    queue_if,
+    Code, CycleState, EnqueueExtensions, EventHint, FilterPlugin, PreFilterPlugin, Status, queue_if,
 };
 use crate::objects::features::FeatureSet;
 use crate::objects::{NodeInfo, PodInfo};
@@ -154,8 +153,15 @@ mod tests {
     #[test]
     fn filter_matches_kube_schedulers_table() {
         let plain = pod_with_spec(json!({"containers": [{"name": "c", "image": "i"}]}));
-        assert_eq!(run(&plain, &node(&[])).code(), Code::Skip, "no requirements");
-        assert!(run(&pod(false), &node(&[RESTART, USER_NS])).is_success(), "match");
+        assert_eq!(
+            run(&plain, &node(&[])).code(),
+            Code::Skip,
+            "no requirements"
+        );
+        assert!(
+            run(&pod(false), &node(&[RESTART, USER_NS])).is_success(),
+            "match"
+        );
         let s = run(&pod(false), &node(&[USER_NS]));
         assert_eq!(
             (s.code(), s.message()),
@@ -163,11 +169,23 @@ mod tests {
             "does not match"
         );
         assert!(
-            run(&pod(false), &node(&["ExtendWebSocketsToKubelet", RESTART, USER_NS])).is_success(),
+            run(
+                &pod(false),
+                &node(&["ExtendWebSocketsToKubelet", RESTART, USER_NS])
+            )
+            .is_success(),
             "subset of many"
         );
-        assert_eq!(run(&pod(true), &node(&[])).message(), ERR_REASON, "none declared");
-        assert_eq!(run(&pod(true), &node(&[RESTART])).message(), ERR_REASON, "some but not all");
+        assert_eq!(
+            run(&pod(true), &node(&[])).message(),
+            ERR_REASON,
+            "none declared"
+        );
+        assert_eq!(
+            run(&pod(true), &node(&[RESTART])).message(),
+            ERR_REASON,
+            "some but not all"
+        );
         assert!(run(&pod(true), &node(&[RESTART, USER_NS])).is_success());
         let s = NodeDeclaredFeatures.filter(
             &CycleState::new(),
@@ -189,7 +207,10 @@ mod tests {
         let wire = pod_with_spec(spec.clone());
         let api: k8s_openapi::api::core::v1::Pod =
             serde_json::from_value(json!({ "spec": spec })).unwrap();
-        assert_eq!(wire.spec.required_features, PodInfo::from(&api).spec.required_features);
+        assert_eq!(
+            wire.spec.required_features,
+            PodInfo::from(&api).spec.required_features
+        );
         assert_eq!(
             wire.spec.required_features.names().collect::<Vec<_>>(),
             [USER_NS, "VolumeBindMountOptions"]
@@ -205,7 +226,10 @@ mod tests {
         let p = pod(false);
         let h = |event| hint(&NodeDeclaredFeatures, &p, event);
         assert_eq!(h(node_added(node(&[RESTART]))), QueueingHint::Queue);
-        assert_eq!(h(node_updated(node(&[]), node(&[RESTART]))), QueueingHint::Queue);
+        assert_eq!(
+            h(node_updated(node(&[]), node(&[RESTART]))),
+            QueueingHint::Queue
+        );
         let mut relabelled = node(&[RESTART]);
         relabelled.labels = [("a", "b")].into_iter().collect();
         assert_eq!(
@@ -219,12 +243,28 @@ mod tests {
         };
         let restart = json!([{"action": "RestartAllContainers"}]);
         let changed = |old: PodInfo, new: PodInfo| {
-            hint(&NodeDeclaredFeatures, &new, target_pod_updated(old, new.clone()))
+            hint(
+                &NodeDeclaredFeatures,
+                &new,
+                target_pod_updated(old, new.clone()),
+            )
         };
-        assert_eq!(changed(with(json!([])), with(restart.clone())), QueueingHint::Queue, "adds");
-        assert_eq!(changed(with(restart.clone()), with(json!([]))), QueueingHint::Queue, "removes");
+        assert_eq!(
+            changed(with(json!([])), with(restart.clone())),
+            QueueingHint::Queue,
+            "adds"
+        );
+        assert_eq!(
+            changed(with(restart.clone()), with(json!([]))),
+            QueueingHint::Queue,
+            "removes"
+        );
         let mut relabelled = with(restart.clone());
         std::sync::Arc::make_mut(&mut relabelled.labels).insert("a".into(), "b".into());
-        assert_eq!(changed(with(restart), relabelled), QueueingHint::Skip, "no change");
+        assert_eq!(
+            changed(with(restart), relabelled),
+            QueueingHint::Skip,
+            "no change"
+        );
     }
 }

@@ -117,7 +117,10 @@ mod tests {
             ..Default::default()
         };
         let a = NodeInfo::new("a", [("k", "v")]);
-        assert_eq!(hint(&NodeName, &pod, node_added(a.clone())), QueueingHint::Queue);
+        assert_eq!(
+            hint(&NodeName, &pod, node_added(a.clone())),
+            QueueingHint::Queue
+        );
         let relabelled = NodeInfo::new("a", [("k", "w")]);
         assert_eq!(
             hint(&NodeName, &pod, node_updated(a, relabelled)),

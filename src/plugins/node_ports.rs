@@ -361,7 +361,10 @@ mod tests {
             "a specific IP also blocked the pod's bind-all port"
         );
         let node = NodeInfo::new("n2", Vec::<(String, String)>::new());
-        assert_eq!(hint(&NodePorts, &wanting, node_added(node)), QueueingHint::Queue);
+        assert_eq!(
+            hint(&NodePorts, &wanting, node_added(node)),
+            QueueingHint::Queue
+        );
     }
 
     #[test]

@@ -119,8 +119,16 @@ fn attachable(
         }
     }
     if csi_node.is_some() {
-        for source in pod.spec.inline_disks.iter().filter_map(|d| d.attach_source()) {
-            out.insert(format!("{}/{}", source.driver, source.handle), source.driver);
+        for source in pod
+            .spec
+            .inline_disks
+            .iter()
+            .filter_map(|d| d.attach_source())
+        {
+            out.insert(
+                format!("{}/{}", source.driver, source.handle),
+                source.driver,
+            );
         }
     }
     Ok(())

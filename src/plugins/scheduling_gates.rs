@@ -105,7 +105,10 @@ mod tests {
         let mut relabelled = gated.clone();
         std::sync::Arc::make_mut(&mut relabelled.labels).insert("k".into(), "v".into());
         let event = target_pod_updated(gated, relabelled.clone());
-        assert_eq!(hint(&SchedulingGates, &relabelled, event), QueueingHint::Skip);
+        assert_eq!(
+            hint(&SchedulingGates, &relabelled, event),
+            QueueingHint::Skip
+        );
     }
 
     #[test]

@@ -23,8 +23,8 @@ use serde::{Deserialize, Serialize};
 use crate::cache::ClusterState;
 use crate::framework::queueing::{ActionType, EventResource, QueueingHint};
 use crate::framework::{
-    CycleState, EnqueueExtensions, EventHint, FilterPlugin, NodeScore, PreScorePlugin,
-    ScorePlugin, Status, queue_if, score_each_with,
+    CycleState, EnqueueExtensions, EventHint, FilterPlugin, NodeScore, PreScorePlugin, ScorePlugin,
+    Status, queue_if, score_each_with,
 };
 use crate::objects::{NodeInfo, PodInfo};
 use crate::plugins::helper::{default_normalize_score, has_untolerated_taint, tolerates_taint};
@@ -84,7 +84,8 @@ impl EnqueueExtensions for TaintToleration {
                     let Some((old, Some(new))) = change.nodes() else {
                         return QueueingHint::Queue;
                     };
-                    let untolerated = |n: &NodeInfo| has_untolerated_taint(&n.taints, &pod.spec.tolerations);
+                    let untolerated =
+                        |n: &NodeInfo| has_untolerated_taint(&n.taints, &pod.spec.tolerations);
                     queue_if(old.is_none_or(untolerated) && !untolerated(new))
                 },
             ),
@@ -211,15 +212,31 @@ mod tests {
     /// `Test_isSchedulableAfterTargetPodTolerationChange` (`taint_toleration_test.go`).
     #[test]
     fn hints_queue_the_pod_when_a_node_turns_tolerable_or_it_gains_a_toleration() {
-        let pod = pod(json!([{"key": "dedicated", "operator": "Equal", "value": "user2", "effect": "NoSchedule"}]));
+        let pod = pod(
+            json!([{"key": "dedicated", "operator": "Equal", "value": "user2", "effect": "NoSchedule"}]),
+        );
         let dedicated = |users: &[&str]| {
-            node(users.iter().map(|u| taint("dedicated", u, "NoSchedule")).collect())
+            node(
+                users
+                    .iter()
+                    .map(|u| taint("dedicated", u, "NoSchedule"))
+                    .collect(),
+            )
         };
         let on_node = |event| hint(&TaintToleration, &pod, event);
-        assert_eq!(on_node(node_added(dedicated(&["user1"]))), QueueingHint::Skip);
-        assert_eq!(on_node(node_added(dedicated(&["user2"]))), QueueingHint::Queue);
         assert_eq!(
-            on_node(node_updated(dedicated(&["user1"]), dedicated(&["user1", "user3"]))),
+            on_node(node_added(dedicated(&["user1"]))),
+            QueueingHint::Skip
+        );
+        assert_eq!(
+            on_node(node_added(dedicated(&["user2"]))),
+            QueueingHint::Queue
+        );
+        assert_eq!(
+            on_node(node_updated(
+                dedicated(&["user1"]),
+                dedicated(&["user1", "user3"])
+            )),
             QueueingHint::Skip,
             "still untolerated"
         );
@@ -391,7 +408,10 @@ mod tests {
 
     #[test]
     fn score_without_pre_score_is_an_error() {
-        assert_eq!(score_without_pre_score(&TaintToleration).code(), Code::Error);
+        assert_eq!(
+            score_without_pre_score(&TaintToleration).code(),
+            Code::Error
+        );
     }
 
     #[test]

@@ -61,7 +61,12 @@ impl VolumeRestrictions {
 crate::plugin!(
     VolumeRestrictions,
     NAME,
-    [pre_filter, pre_filter_extensions, filter, enqueue_extensions]
+    [
+        pre_filter,
+        pre_filter_extensions,
+        filter,
+        enqueue_extensions
+    ]
 );
 
 /// PreFilter's state (kube-scheduler's `preFilterState`).
@@ -227,7 +232,12 @@ fn deleted_pod_may_help(pod: &PodInfo, change: &Change) -> QueueingHint {
     queue_if(
         disks_conflict(pod, deleted)
             || deleted.spec.pvc_claims.iter().any(|d| {
-                !d.ephemeral && pod.spec.pvc_claims.iter().any(|c| !c.ephemeral && c.name == d.name)
+                !d.ephemeral
+                    && pod
+                        .spec
+                        .pvc_claims
+                        .iter()
+                        .any(|c| !c.ephemeral && c.name == d.name)
             }),
     )
 }

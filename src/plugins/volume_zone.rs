@@ -174,10 +174,7 @@ impl FilterPlugin for VolumeZone {
             Ok(s) => s,
             Err(missing) => return missing,
         };
-        if !TOPOLOGY_LABELS
-            .iter()
-            .any(|k| node.labels.contains_key(k))
-        {
+        if !TOPOLOGY_LABELS.iter().any(|k| node.labels.contains_key(k)) {
             return Status::success();
         }
         for t in topologies {
@@ -280,10 +277,16 @@ mod tests {
         };
         for v in [
             volume("Vol_1", &[(BETA_ZONE, "us-west1-a")]),
-            volume("Vol_2", &[(BETA_REGION, "us-west1-b"), ("uselessLabel", "none")]),
+            volume(
+                "Vol_2",
+                &[(BETA_REGION, "us-west1-b"), ("uselessLabel", "none")],
+            ),
             volume("Vol_3", &[(BETA_REGION, "us-west1-c")]),
             volume("Vol_Stable_1", &[(ZONE, "us-west1-a")]),
-            volume("Vol_Stable_2", &[(REGION, "us-west1-b"), ("uselessLabel", "none")]),
+            volume(
+                "Vol_Stable_2",
+                &[(REGION, "us-west1-b"), ("uselessLabel", "none")],
+            ),
             volume("Vol_Multi", &[(ZONE, "us-west1-a__us-west1-b")]),
         ] {
             c.objects_mut::<VolumeInfo>().apply(v);
@@ -333,7 +336,10 @@ mod tests {
     fn run(claims: &[&str], labels: &[(&str, &str)]) -> Status {
         let c = cluster();
         let claims: Vec<VolumeClaim> = claims.iter().map(|n| VolumeClaim::named(n)).collect();
-        let pod = PodBuilder::new("p").namespace("default").claims(&claims).build();
+        let pod = PodBuilder::new("p")
+            .namespace("default")
+            .claims(&claims)
+            .build();
         let mut state = CycleState::new();
         let pre = VolumeZone.pre_filter(&mut state, &pod, &c);
         if !pre.is_success() || pre.code() == Code::Skip {
@@ -347,7 +353,11 @@ mod tests {
     #[test]
     fn volumes_pin_pods_to_their_zones() {
         for (claims, labels, ok) in [
-            (&["PVC_1"][..], &[(BETA_ZONE, "us-west1-a"), ("uselessLabel", "none")][..], true),
+            (
+                &["PVC_1"][..],
+                &[(BETA_ZONE, "us-west1-a"), ("uselessLabel", "none")][..],
+                true,
+            ),
             (&["PVC_1"], &[("uselessLabel", "none")], true),
             (&["PVC_2"], &[(BETA_REGION, "us-west1-b")], true),
             (&["PVC_1"], &[(BETA_ZONE, "no_us-west1-a")], false),
@@ -356,15 +366,27 @@ mod tests {
             (&["PVC_Stable_1"], &[(BETA_ZONE, "us-west1-a")], false),
             (&["PVC_1"], &[(ZONE, "us-west1-a")], true),
             (&["PVC_Stable_2"], &[(REGION, "no_us-west1-b")], false),
-            (&["PVC_1", "PVC_2"], &[(BETA_ZONE, "us-west1-a"), (BETA_REGION, "us-west1-b")], true),
-            (&["PVC_1", "PVC_3"], &[(BETA_ZONE, "us-west1-a"), (BETA_REGION, "us-west1-b")], false),
+            (
+                &["PVC_1", "PVC_2"],
+                &[(BETA_ZONE, "us-west1-a"), (BETA_REGION, "us-west1-b")],
+                true,
+            ),
+            (
+                &["PVC_1", "PVC_3"],
+                &[(BETA_ZONE, "us-west1-a"), (BETA_REGION, "us-west1-b")],
+                false,
+            ),
             (&["PVC_Multi"], &[(ZONE, "us-west1-b")], true),
             (&["PVC_Multi"], &[(ZONE, "us-west1-c")], false),
             // An unbound WaitForFirstConsumer claim is VolumeBinding's.
             (&["PVC_WFFC"], &[(ZONE, "anywhere")], true),
         ] {
             let s = run(claims, labels);
-            assert_eq!(s.is_success() || s.code() == Code::Skip, ok, "{claims:?} {labels:?}");
+            assert_eq!(
+                s.is_success() || s.code() == Code::Skip,
+                ok,
+                "{claims:?} {labels:?}"
+            );
             if !ok {
                 assert_eq!(s.code(), Code::UnschedulableAndUnresolvable);
                 assert_eq!(s.message(), ERR_REASON);
@@ -375,10 +397,19 @@ mod tests {
     #[test]
     fn missing_objects_reject_with_kube_schedulers_messages() {
         for (claim, message) in [
-            ("PVC_NoSC", "PersistentVolumeClaim had no pv name and storageClass name"),
-            ("PVC_EmptySC", r#"storageclass.storage.k8s.io "Class_0" not found"#),
+            (
+                "PVC_NoSC",
+                "PersistentVolumeClaim had no pv name and storageClass name",
+            ),
+            (
+                "PVC_EmptySC",
+                r#"storageclass.storage.k8s.io "Class_0" not found"#,
+            ),
             ("PVC_Immediate", "PersistentVolume had no name"),
-            ("PVC_Unset", r#"VolumeBindingMode not set for StorageClass "Class_Unset""#),
+            (
+                "PVC_Unset",
+                r#"VolumeBindingMode not set for StorageClass "Class_Unset""#,
+            ),
             ("PVC_4", r#"persistentvolume "Vol_not_exist" not found"#),
             ("PVC_gone", r#"persistentvolumeclaim "PVC_gone" not found"#),
         ] {
@@ -404,20 +435,44 @@ mod tests {
         };
         let sc = kinds::STORAGE_CLASS;
         assert!(moves(object_event(sc, None, Some(class(Some(true))))));
-        assert!(!moves(object_event(sc, None, Some(class(Some(false))))), "Immediate");
-        assert!(!moves(object_event(sc, None, Some(class(None)))), "no binding mode");
-        assert!(!moves(object_event(sc, Some(class(None)), Some(class(Some(true))))), "update");
+        assert!(
+            !moves(object_event(sc, None, Some(class(Some(false))))),
+            "Immediate"
+        );
+        assert!(
+            !moves(object_event(sc, None, Some(class(None)))),
+            "no binding mode"
+        );
+        assert!(
+            !moves(object_event(sc, Some(class(None)), Some(class(Some(true))))),
+            "update"
+        );
         let volume = |labels: &[(&str, &str)]| VolumeInfo {
             name: "v".into(),
-            labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            labels: labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
             ..Default::default()
         };
         let pv = kinds::PERSISTENT_VOLUME;
         assert!(moves(object_event(pv, None, Some(volume(&[])))));
-        assert!(moves(object_event(pv, Some(volume(&[(ZONE, "a")])), Some(volume(&[(ZONE, "b")])))));
-        assert!(moves(object_event(pv, Some(volume(&[])), Some(volume(&[(BETA_REGION, "r")])))));
+        assert!(moves(object_event(
+            pv,
+            Some(volume(&[(ZONE, "a")])),
+            Some(volume(&[(ZONE, "b")]))
+        )));
+        assert!(moves(object_event(
+            pv,
+            Some(volume(&[])),
+            Some(volume(&[(BETA_REGION, "r")]))
+        )));
         assert!(
-            !moves(object_event(pv, Some(volume(&[(ZONE, "a")])), Some(volume(&[(ZONE, "a"), ("x", "y")])))),
+            !moves(object_event(
+                pv,
+                Some(volume(&[(ZONE, "a")])),
+                Some(volume(&[(ZONE, "a"), ("x", "y")]))
+            )),
             "a label outside the topology keys cannot help"
         );
     }
@@ -429,8 +484,17 @@ mod tests {
             .claims(&[VolumeClaim::named("data")])
             .build();
         let change = |key: &str| Change::object::<VolumeInfo>(key, None, None);
-        assert_eq!(claim_of_pod(&pod, &change("default/data"), false), QueueingHint::Queue);
-        assert_eq!(claim_of_pod(&pod, &change("other/data"), false), QueueingHint::Skip);
-        assert_eq!(claim_of_pod(&pod, &change("default/x"), false), QueueingHint::Skip);
+        assert_eq!(
+            claim_of_pod(&pod, &change("default/data"), false),
+            QueueingHint::Queue
+        );
+        assert_eq!(
+            claim_of_pod(&pod, &change("other/data"), false),
+            QueueingHint::Skip
+        );
+        assert_eq!(
+            claim_of_pod(&pod, &change("default/x"), false),
+            QueueingHint::Skip
+        );
     }
 }

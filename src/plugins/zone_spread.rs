@@ -159,7 +159,11 @@ impl ZoneSpread {
     }
 
     /// A node's raw score: the pod's peers in its zone (no value without a zone).
-    fn zone_count(&self, ZoneCountsForPod { counts, by_id }: &ZoneCountsForPod, node: &NodeInfo) -> NodeScore {
+    fn zone_count(
+        &self,
+        ZoneCountsForPod { counts, by_id }: &ZoneCountsForPod,
+        node: &NodeInfo,
+    ) -> NodeScore {
         if let Some((slot, ids)) = by_id {
             match node.inputs.get(*slot) {
                 NodeLabel::Value(id) => {
@@ -224,7 +228,9 @@ impl ScorePlugin for ZoneSpread {
         _: &ClusterState,
         scores: &mut [NodeScore],
     ) -> Result<(), Status> {
-        score_each_with(state, nodes, scores, |counts, node| self.zone_count(counts, node))
+        score_each_with(state, nodes, scores, |counts, node| {
+            self.zone_count(counts, node)
+        })
     }
 
     fn normalize(&self, _: &CycleState, _: &PodInfo, scores: &mut [NodeScore]) -> Status {

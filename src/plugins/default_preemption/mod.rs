@@ -332,7 +332,12 @@ impl DryRun<'_> {
     }
 
     /// Filter's first rejection of `node` in the current state.
-    fn rejects(&self, state: &CycleState, node: &NodeInfo, cluster: &ClusterState) -> Option<Status> {
+    fn rejects(
+        &self,
+        state: &CycleState,
+        node: &NodeInfo,
+        cluster: &ClusterState,
+    ) -> Option<Status> {
         self.handle
             .filter_node(state, self.pre, self.pod, node, cluster)
     }

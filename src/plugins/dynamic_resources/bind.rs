@@ -20,15 +20,15 @@
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1::{
     AllocationResult, ResourceClaim, ResourceClaimConsumerReference, ResourceClaimStatus,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
-use serde_json::json;
 use kube::{Api, Client};
+use serde_json::json;
 
 use super::binding_conditions::{has_binding_conditions, wait_until_ready};
 use super::extended::{ExtendedChoice, IN_MEMORY_NAME};
@@ -134,7 +134,10 @@ impl ReservePlugin for DynamicResources {
             .enumerate()
             .map(|(i, claim)| written.get(&i).unwrap_or(claim))
             .filter(|claim| {
-                claim.status.as_ref().is_some_and(|s| s.allocation.is_some())
+                claim
+                    .status
+                    .as_ref()
+                    .is_some_and(|s| s.allocation.is_some())
                     && reserved_for(claim, pod)
             })
             .map(|claim| unreserve_claim(claim, pod));
@@ -192,35 +195,38 @@ pub(super) fn deallocate(claim: &ResourceClaim) -> ApiWrite {
 pub(super) fn delete_claim(claim: &ResourceClaim) -> ApiWrite {
     let name = claim.metadata.name.clone().unwrap_or_default();
     let namespace = claim.metadata.namespace.clone().unwrap_or_default();
-    ApiWrite::new(format!("delete ResourceClaim {}", kobj(claim)), move |client| {
-        let api: Api<ResourceClaim> = Api::namespaced(client, &namespace);
-        let name = name.clone();
-        Box::pin(async move {
-            for _ in 0..WRITE_ATTEMPTS {
-                let mut current = match api.get_opt(&name).await {
-                    Ok(Some(c)) => c,
-                    Ok(None) => return Ok(()),
-                    Err(e) => return Err(api_message(&e)),
-                };
-                let finalizers = current.metadata.finalizers.get_or_insert_with(Vec::new);
-                let before = finalizers.len();
-                finalizers.retain(|f| f != FINALIZER);
-                if finalizers.len() == before {
-                    break;
+    ApiWrite::new(
+        format!("delete ResourceClaim {}", kobj(claim)),
+        move |client| {
+            let api: Api<ResourceClaim> = Api::namespaced(client, &namespace);
+            let name = name.clone();
+            Box::pin(async move {
+                for _ in 0..WRITE_ATTEMPTS {
+                    let mut current = match api.get_opt(&name).await {
+                        Ok(Some(c)) => c,
+                        Ok(None) => return Ok(()),
+                        Err(e) => return Err(api_message(&e)),
+                    };
+                    let finalizers = current.metadata.finalizers.get_or_insert_with(Vec::new);
+                    let before = finalizers.len();
+                    finalizers.retain(|f| f != FINALIZER);
+                    if finalizers.len() == before {
+                        break;
+                    }
+                    match api.replace(&name, &PostParams::default(), &current).await {
+                        Ok(_) => break,
+                        Err(kube::Error::Api(e)) if e.code == 409 => continue,
+                        Err(e) => return Err(api_message(&e)),
+                    }
                 }
-                match api.replace(&name, &PostParams::default(), &current).await {
-                    Ok(_) => break,
-                    Err(kube::Error::Api(e)) if e.code == 409 => continue,
-                    Err(e) => return Err(api_message(&e)),
+                match api.delete(&name, &DeleteParams::default()).await {
+                    Ok(_) => Ok(()),
+                    Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+                    Err(e) => Err(api_message(&e)),
                 }
-            }
-            match api.delete(&name, &DeleteParams::default()).await {
-                Ok(_) => Ok(()),
-                Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
-                Err(e) => Err(api_message(&e)),
-            }
-        })
-    })
+            })
+        },
+    )
 }
 
 /// One write to `claim`'s status subresource, described as `what`: `write`
@@ -264,9 +270,7 @@ impl PreBindPlugin for DynamicResources {
         let Some(cycle) = state.read::<DraCycle>() else {
             return Status::skip("every claim is reserved for the pod");
         };
-        let extended = || {
-            (cycle.by_node.lock().get(node)).is_some_and(|c| c.extended.is_some())
-        };
+        let extended = || (cycle.by_node.lock().get(node)).is_some_and(|c| c.extended.is_some());
         if cycle.claims.iter().any(|c| !reserved_for(c, pod)) || extended() {
             Status::success()
         } else {
@@ -329,8 +333,10 @@ impl PreBindPlugin for DynamicResources {
                     let note = format!("waiting for binding conditions for device on node {node}");
                     (events.normal(pod, "BindingConditionsPending", "Scheduling", note)).await;
                 }
-                let names: Vec<String> =
-                    claims.iter().filter_map(|c| c.metadata.name.clone()).collect();
+                let names: Vec<String> = claims
+                    .iter()
+                    .filter_map(|c| c.metadata.name.clone())
+                    .collect();
                 let api: Api<ResourceClaim> = Api::namespaced(client.clone(), &pod.namespace);
                 if let Err(e) = wait_until_ready(&api, &names, self.binding_timeout).await {
                     return Status::error(e);
@@ -377,7 +383,8 @@ impl DynamicResources {
                 table.insert(key.clone(), entry);
             }
         }
-        let written = Arc::new(bind_claim(client, &created, Some(&extended.allocation), pod).await?);
+        let written =
+            Arc::new(bind_claim(client, &created, Some(&extended.allocation), pod).await?);
         if let Some(f) = self.in_flight.lock().get_mut(&key) {
             f.written = Some(written.clone());
         }
@@ -412,7 +419,9 @@ pub(super) fn with_reservation(
     if claim.metadata.deletion_timestamp.is_some() {
         return Err(format!("claim {key} got deleted in the meantime"));
     }
-    let status = claim.status.get_or_insert_with(ResourceClaimStatus::default);
+    let status = claim
+        .status
+        .get_or_insert_with(ResourceClaimStatus::default);
     if let Some(allocation) = allocation {
         if status.allocation.is_some() {
             return Err(format!(
@@ -455,9 +464,10 @@ async fn bind_claim(
     let mut current = claim.clone();
     for attempt in 0..WRITE_ATTEMPTS {
         if attempt > 0 {
-            current = api.get(&name).await.map_err(|e| {
-                format!("get updated claim {} after conflict: {e}", kobj(claim))
-            })?;
+            current = api
+                .get(&name)
+                .await
+                .map_err(|e| format!("get updated claim {} after conflict: {e}", kobj(claim)))?;
         }
         if allocation.is_some()
             && !current
@@ -466,7 +476,10 @@ async fn bind_claim(
                 .iter()
                 .flatten()
                 .any(|f| f == FINALIZER)
-            && current.status.as_ref().is_none_or(|s| s.allocation.is_none())
+            && current
+                .status
+                .as_ref()
+                .is_none_or(|s| s.allocation.is_none())
         {
             current
                 .metadata

@@ -64,13 +64,7 @@ pub(super) fn readiness(claim: &ResourceClaim) -> Readiness {
         let Some(device) = device else {
             return Readiness::Waiting;
         };
-        let condition = |kind: &str| {
-            device
-                .conditions
-                .iter()
-                .flatten()
-                .find(|c| c.type_ == kind)
-        };
+        let condition = |kind: &str| device.conditions.iter().flatten().find(|c| c.type_ == kind);
         for failure in result.binding_failure_conditions.iter().flatten() {
             if let Some(c) = condition(failure).filter(|c| c.status == "True") {
                 return Readiness::Failed(format!(
@@ -195,7 +189,10 @@ mod tests {
     /// condition false, true, and a failure condition true.
     #[test]
     fn a_claim_is_ready_when_every_binding_condition_is_true() {
-        assert_eq!(readiness(&allocated(serde_json::json!([]))), Readiness::Waiting);
+        assert_eq!(
+            readiness(&allocated(serde_json::json!([]))),
+            Readiness::Waiting
+        );
         let pending = allocated(serde_json::json!([condition("Attached", "False")]));
         assert_eq!(readiness(&pending), Readiness::Waiting);
         let ready = allocated(serde_json::json!([condition("Attached", "True")]));

@@ -24,7 +24,8 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::ContainerExtendedResourceRequest;
 use k8s_openapi::api::resource::v1::{
-    AllocationResult, DeviceClaim, DeviceRequest, ExactDeviceRequest, ResourceClaim, ResourceClaimSpec,
+    AllocationResult, DeviceClaim, DeviceRequest, ExactDeviceRequest, ResourceClaim,
+    ResourceClaimSpec,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use parking_lot::Mutex;
@@ -256,7 +257,12 @@ fn requests_and_mappings(
             c.requests
                 .iter()
                 .find(|r| r.resource == resource && r.count != 0)
-                .map(|r| (r.count, format!("container-{}-request-{}", c.index, r.position)))
+                .map(|r| {
+                    (
+                        r.count,
+                        format!("container-{}-request-{}", c.index, r.position),
+                    )
+                })
         };
         let device_request = |name: String, count: i64| DeviceRequest {
             name,
@@ -319,7 +325,10 @@ fn requests_and_mappings(
         if let Some((count, name)) = largest {
             requests.push(device_request(name, count));
         }
-        requests.extend(long.into_iter().map(|(_, count, name)| device_request(name, count)));
+        requests.extend(
+            long.into_iter()
+                .map(|(_, count, name)| device_request(name, count)),
+        );
         mappings.extend(long_mappings);
         mappings.extend(short_mappings);
     }
@@ -332,7 +341,11 @@ mod tests {
     use super::*;
     use crate::objects::pod::ExtendedRequest;
 
-    fn container(index: usize, long_lived: bool, requests: &[(&str, i64, usize)]) -> ContainerExtendedRequests {
+    fn container(
+        index: usize,
+        long_lived: bool,
+        requests: &[(&str, i64, usize)],
+    ) -> ContainerExtendedRequests {
         ContainerExtendedRequests {
             index,
             name: format!("c{index}"),
@@ -373,7 +386,10 @@ mod tests {
             container(0, true, &[("example.com/gpu", 1, 1)]),
             container(1, true, &[("example.com/gpu", 2, 0)]),
         ];
-        let got = summary(requests_and_mappings(&containers, &[("example.com/gpu", "gpu")]));
+        let got = summary(requests_and_mappings(
+            &containers,
+            &[("example.com/gpu", "gpu")],
+        ));
         assert_eq!(
             got.0,
             vec![
@@ -402,7 +418,10 @@ mod tests {
             container(2, false, &[("example.com/gpu", 1, 0)]),
             container(3, true, &[("example.com/gpu", 1, 0)]),
         ];
-        let got = summary(requests_and_mappings(&containers, &[("example.com/gpu", "gpu")]));
+        let got = summary(requests_and_mappings(
+            &containers,
+            &[("example.com/gpu", "gpu")],
+        ));
         assert_eq!(
             got.0,
             vec![
@@ -431,7 +450,10 @@ mod tests {
             true,
             &[("example.com/gpu", 1, 0), ("example.com/nic", 1, 1)],
         )];
-        let got = summary(requests_and_mappings(&containers, &[("example.com/nic", "nic")]));
+        let got = summary(requests_and_mappings(
+            &containers,
+            &[("example.com/nic", "nic")],
+        ));
         assert_eq!(got.0, vec![("container-0-request-1".into(), 1)]);
     }
 }

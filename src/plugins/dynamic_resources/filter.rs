@@ -19,8 +19,7 @@ use super::bind::{deallocate, delete_claim};
 use super::binding_conditions;
 use super::extended::{ExtendedChoice, ExtendedCycle};
 use super::{
-    DynamicResources, ERR_CANNOT_ALLOCATE, ERR_NOT_AVAILABLE, InFlight, kobj,
-    pod_claims, watched,
+    DynamicResources, ERR_CANNOT_ALLOCATE, ERR_NOT_AVAILABLE, InFlight, kobj, pod_claims, watched,
 };
 use crate::cache::ClusterState;
 use crate::framework::{
@@ -277,7 +276,12 @@ impl PostFilterPlugin for DynamicResources {
             nominating: Nominating::Unchanged,
             writes,
         };
-        let nothing = || answer(Status::from_reasons(Code::Unschedulable, Vec::new()), Vec::new());
+        let nothing = || {
+            answer(
+                Status::from_reasons(Code::Unschedulable, Vec::new()),
+                Vec::new(),
+            )
+        };
         let Some(state) = diagnosis.state.filter(|_| watched(cluster)) else {
             return nothing();
         };
@@ -289,7 +293,10 @@ impl PostFilterPlugin for DynamicResources {
         };
         let unavailable = cycle.unavailable.lock();
         let blocking = unavailable.iter().map(|&i| &cycle.claims[i]).find(|claim| {
-            let reserved = claim.status.as_ref().and_then(|s| s.reserved_for.as_deref());
+            let reserved = claim
+                .status
+                .as_ref()
+                .and_then(|s| s.reserved_for.as_deref());
             match reserved.unwrap_or_default() {
                 [] => true,
                 [only] => only.uid == pod.uid,
@@ -372,7 +379,11 @@ impl FilterPlugin for DynamicResources {
         let variant = match &cycle.extended {
             None => None,
             // A variant's allocator allocates the pod's own claims too.
-            Some(x) => match x.on_node(node, || unallocated(&cycle.claims, &cycle.to_allocate), cluster) {
+            Some(x) => match x.on_node(
+                node,
+                || unallocated(&cycle.claims, &cycle.to_allocate),
+                cluster,
+            ) {
                 Ok(v) => v,
                 Err(status) => return status,
             },

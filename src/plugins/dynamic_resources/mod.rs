@@ -99,7 +99,9 @@ fn at_least_a_second<'de, D: serde::Deserializer<'de>>(
 ) -> Result<Option<GoDuration>, D::Error> {
     let timeout = GoDuration::deserialize(d)?;
     if timeout.get() < std::time::Duration::from_secs(1) {
-        return Err(serde::de::Error::custom("bindingTimeout: must be at least 1 second"));
+        return Err(serde::de::Error::custom(
+            "bindingTimeout: must be at least 1 second",
+        ));
     }
     Ok(Some(timeout))
 }
@@ -148,7 +150,10 @@ impl DynamicResources {
     pub fn new(args: &DynamicResourcesArgs) -> Self {
         DynamicResources {
             in_flight: InFlightTable::default(),
-            binding_timeout: args.binding_timeout.unwrap_or(BINDING_TIMEOUT_DEFAULT).get(),
+            binding_timeout: args
+                .binding_timeout
+                .unwrap_or(BINDING_TIMEOUT_DEFAULT)
+                .get(),
         }
     }
 }
@@ -298,7 +303,9 @@ impl EnqueueExtensions for DynamicResources {
         vec![
             EventHint::always(
                 EventResource::Node,
-                ActionType::ADD | ActionType::UPDATE_NODE_LABEL | ActionType::UPDATE_NODE_ALLOCATABLE,
+                ActionType::ADD
+                    | ActionType::UPDATE_NODE_LABEL
+                    | ActionType::UPDATE_NODE_ALLOCATABLE,
             ),
             EventHint::when(
                 EventResource::Kind(kinds::RESOURCE_CLAIM),

@@ -18,9 +18,9 @@ use super::bind::with_reservation;
 use super::filter::DraCycle;
 use super::*;
 use crate::framework::{Code, CycleState, FilterPlugin, NodeScore, PreFilterPlugin, ReservePlugin};
-use crate::plugins::test_support;
 use crate::objects::NodeInfo;
 use crate::objects::pod::{PodResourceClaim, PodSpecInfo};
+use crate::plugins::test_support;
 
 fn pod(claims: Vec<PodResourceClaim>) -> PodInfo {
     PodInfo {
@@ -40,7 +40,8 @@ fn named(claim: &str) -> PodResourceClaim {
 }
 
 fn from_template(status: Option<&str>) -> PodResourceClaim {
-    let statuses: Vec<(&str, Option<&str>)> = status.map(|s| ("gpu", Some(s))).into_iter().collect();
+    let statuses: Vec<(&str, Option<&str>)> =
+        status.map(|s| ("gpu", Some(s))).into_iter().collect();
     PodResourceClaim::resolve("gpu", None, Some("tmpl"), statuses.into_iter())
 }
 
@@ -116,7 +117,11 @@ fn pre_enqueue_waits_for_every_claim() {
     // "missing-claim".
     let s = plugin.pre_enqueue(&pod(vec![named("other")]), &c);
     assert_eq!(s.message(), "could not find ResourceClaim \"ns/other\"");
-    assert!(plugin.pre_enqueue(&pod(vec![named("shared")]), &c).is_success());
+    assert!(
+        plugin
+            .pre_enqueue(&pod(vec![named("shared")]), &c)
+            .is_success()
+    );
     // A template's claim must be the pod's.
     let s = plugin.pre_enqueue(&pod(vec![from_template(Some("shared"))]), &c);
     assert_eq!(
@@ -130,7 +135,11 @@ fn pre_enqueue_waits_for_every_claim() {
         ..OwnerReference::default()
     }]);
     let c = cluster(vec![owned.clone()]);
-    assert!(plugin.pre_enqueue(&pod(vec![from_template(Some("p-gpu"))]), &c).is_success());
+    assert!(
+        plugin
+            .pre_enqueue(&pod(vec![from_template(Some("p-gpu"))]), &c)
+            .is_success()
+    );
     // "deleted-claim".
     owned.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
     let c = cluster(vec![owned]);
@@ -165,7 +174,10 @@ fn filter_keeps_an_allocated_claim_to_its_nodes() {
     // An allocated claim has no alternative to score: 0 on its node.
     let (n1, n2) = (node("n1"), node("n2"));
     let scores = test_support::score_both_ways(&plugin, &state, &p, &[&n1, &n2], &c);
-    assert_eq!(scores.iter().map(|s| s.raw).collect::<Vec<_>>(), [Some(0); 2]);
+    assert_eq!(
+        scores.iter().map(|s| s.raw).collect::<Vec<_>>(),
+        [Some(0); 2]
+    );
     // An allocation without a node selector is available everywhere.
     let c = cluster(vec![allocated(claim("shared"), "gpu-0", None)]);
     let mut state = CycleState::new();
@@ -180,7 +192,8 @@ fn a_pod_without_claims_is_skipped() {
     assert_eq!(s.code(), Code::Skip);
     // Then it scores 0 everywhere, in a batch too.
     let (plugin, n1) = (DynamicResources::default(), node("n1"));
-    let scores = test_support::score_both_ways(&plugin, &state, &pod(vec![]), &[&n1], &cluster(vec![]));
+    let scores =
+        test_support::score_both_ways(&plugin, &state, &pod(vec![]), &[&n1], &cluster(vec![]));
     assert_eq!(scores, [NodeScore::value(0)]);
 }
 
@@ -230,7 +243,11 @@ fn reserve_keeps_the_devices_in_flight_until_the_watch_shows_them() {
     assert!(plugin.pre_filter(&mut later, &other, &c).is_success());
     assert!(!plugin.filter(&later, &other, &node("n2"), &c).is_success());
     let shown = cluster(vec![allocated(claim("shared"), "gpu-0", Some("n1"))]);
-    assert!(plugin.pre_filter(&mut CycleState::new(), &other, &shown).is_success());
+    assert!(
+        plugin
+            .pre_filter(&mut CycleState::new(), &other, &shown)
+            .is_success()
+    );
     assert!(plugin.in_flight.lock().is_empty());
 }
 
@@ -262,7 +279,11 @@ fn pre_bind_writes_the_allocation_and_the_reservation() {
     let reserved = status.reserved_for.unwrap();
     assert_eq!(reserved.len(), 1);
     assert_eq!(
-        (reserved[0].resource.as_str(), reserved[0].name.as_str(), reserved[0].uid.as_str()),
+        (
+            reserved[0].resource.as_str(),
+            reserved[0].name.as_str(),
+            reserved[0].uid.as_str()
+        ),
         ("pods", "p", "pod-uid")
     );
     // A shared claim already allocated only gains the reservation.
@@ -307,12 +328,18 @@ fn post_filter_fails_only_when_pre_filter_never_ran() {
     };
     let never_ran = CycleState::new();
     let s = post(Some(&never_ran), &mut c);
-    assert_eq!((s.code(), s.message()), (Code::Error, "not found".to_owned()));
+    assert_eq!(
+        (s.code(), s.message()),
+        (Code::Error, "not found".to_owned())
+    );
 
     let mut ran = CycleState::new();
     DynamicResources::default().pre_filter(&mut ran, &pod(vec![]), &c);
     let s = post(Some(&ran), &mut c);
-    assert_eq!((s.code(), s.message()), (Code::Unschedulable, String::new()));
+    assert_eq!(
+        (s.code(), s.message()),
+        (Code::Unschedulable, String::new())
+    );
     // Without the DRA watches (extender mode) the plugin is not in play.
     let s = post(Some(&never_ran), &mut ClusterState::default());
     assert_eq!(s.code(), Code::Unschedulable);
@@ -379,7 +406,10 @@ fn post_filter_deallocates_a_claim_only_the_pod_would_use() {
         let post = post_filter_on(plugin, &p, &state, &mut c);
         assert_eq!(post.status.code(), Code::Unschedulable, "{holders:?}");
         if deallocates {
-            assert_eq!(post.status.message(), "deallocation of ResourceClaim completed");
+            assert_eq!(
+                post.status.message(),
+                "deallocation of ResourceClaim completed"
+            );
             let what: Vec<&str> = post.writes.iter().map(|w| w.what()).collect();
             assert_eq!(what, ["deallocate ResourceClaim ns/c"]);
         } else {
@@ -444,7 +474,10 @@ fn unreserve_takes_the_pod_out_of_what_pre_bind_reserved() {
     }
     let writes = plugin.unreserve(&mut state, &p, "n1");
     let what: Vec<&str> = writes.iter().map(|w| w.what()).collect();
-    assert_eq!(what, ["take pod ns/p out of ResourceClaim ns/a's reservedFor"]);
+    assert_eq!(
+        what,
+        ["take pod ns/p out of ResourceClaim ns/a's reservedFor"]
+    );
 }
 
 /// `/explain`'s hint: a claim wanting two GPUs on a cluster whose nodes
@@ -490,8 +523,10 @@ fn explain_names_the_request_no_node_can_satisfy() {
     )]);
     assert_eq!(
         unsatisfiable_requests(&pod(vec![named("two")]), &c),
-        ["no node can satisfy claim ns/two: request gpu (class gpu): 3 device(s) match, 2 free, \
-          at most 1 on one node; it asks for 2"]
+        [
+            "no node can satisfy claim ns/two: request gpu (class gpu): 3 device(s) match, 2 free, \
+          at most 1 on one node; it asks for 2"
+        ]
     );
     assert!(unsatisfiable_requests(&pod(vec![named("one")]), &c).is_empty());
     // Without the DRA watches there is nothing to say.
@@ -531,26 +566,28 @@ fn filter_honours_device_taint_rules() {
         },
         ..DeviceClass::default()
     }));
-    cluster.dra_mut().replace_slices(vec![Arc::new(ResourceSlice {
-        metadata: ObjectMeta {
-            name: Some("n1-gpus".into()),
-            ..ObjectMeta::default()
-        },
-        spec: ResourceSliceSpec {
-            driver: "gpu.example.com".into(),
-            node_name: Some("n1".into()),
-            pool: ResourcePool {
-                name: "n1".into(),
-                generation: 1,
-                resource_slice_count: 1,
+    cluster
+        .dra_mut()
+        .replace_slices(vec![Arc::new(ResourceSlice {
+            metadata: ObjectMeta {
+                name: Some("n1-gpus".into()),
+                ..ObjectMeta::default()
             },
-            devices: Some(vec![Device {
-                name: "gpu-0".into(),
-                ..Device::default()
-            }]),
-            ..ResourceSliceSpec::default()
-        },
-    })]);
+            spec: ResourceSliceSpec {
+                driver: "gpu.example.com".into(),
+                node_name: Some("n1".into()),
+                pool: ResourcePool {
+                    name: "n1".into(),
+                    generation: 1,
+                    resource_slice_count: 1,
+                },
+                devices: Some(vec![Device {
+                    name: "gpu-0".into(),
+                    ..Device::default()
+                }]),
+                ..ResourceSliceSpec::default()
+            },
+        })]);
     let plugin = DynamicResources::default();
     let p = pod(vec![named("gpu")]);
     let filter = |cluster: &ClusterState| {

@@ -260,7 +260,6 @@ mod tests {
     use crate::framework::Code;
     use crate::plugins::test_support::{HOSTNAME as HOST, ZONE};
 
-
     /// n1, n2 in zone1; n3, n4 in zone2; `bare` has only a hostname.
     fn cluster() -> Fixture {
         let mut f = Fixture::default();

@@ -24,8 +24,8 @@ use super::{InterPodAffinity, TermMatch, Terms, term_matches};
 use crate::cache::Objects;
 use crate::framework::queueing::{ActionType, Change, EventResource, QueueingHint};
 use crate::framework::{EnqueueExtensions, EventHint, queue_if};
-use crate::objects::namespace::NamespaceInfo;
 use crate::objects::PodInfo;
+use crate::objects::namespace::NamespaceInfo;
 
 /// Namespace labels as the hints know them: not at all.
 static UNKNOWN_NAMESPACES: LazyLock<Objects<NamespaceInfo>> = LazyLock::new(Objects::default);
@@ -188,63 +188,145 @@ mod tests {
 
     /// Another pod in the same namespace, bound to `node` (or pending).
     fn other(node: Option<&str>, labels: &[(&str, &str)]) -> PodInfo {
-        PodBuilder::new("other").namespace("default").on(node).labels(labels).build()
+        PodBuilder::new("other")
+            .namespace("default")
+            .on(node)
+            .labels(labels)
+            .build()
     }
 
     fn assigned(pod: &PodInfo, before: Option<PodInfo>, after: Option<PodInfo>) -> QueueingHint {
-        hint(&plugin(), pod, pod_event(EventResource::AssignedPod, before, after))
+        hint(
+            &plugin(),
+            pod,
+            pod_event(EventResource::AssignedPod, before, after),
+        )
     }
 
     /// Cases of kube-scheduler's `Test_isSchedulableAfterAssignedPodChange` (`plugin_test.go`).
     #[test]
     fn assigned_pod_hints_follow_the_terms() {
-        let affine = waiting(&[], &[term("service", "region", &["securityscan", "value2"])], &[]);
+        let affine = waiting(
+            &[],
+            &[term("service", "region", &["securityscan", "value2"])],
+            &[],
+        );
         let scan = [("service", "securityscan")];
         let n = Some("fake-node");
-        assert_eq!(assigned(&affine, None, Some(other(n, &scan))), QueueingHint::Queue);
-        assert_eq!(assigned(&affine, None, Some(other(None, &scan))), QueueingHint::Skip);
-        assert_eq!(assigned(&affine, None, Some(other(n, &[("aaa", "a")]))), QueueingHint::Skip);
+        assert_eq!(
+            assigned(&affine, None, Some(other(n, &scan))),
+            QueueingHint::Queue
+        );
+        assert_eq!(
+            assigned(&affine, None, Some(other(None, &scan))),
+            QueueingHint::Skip
+        );
+        assert_eq!(
+            assigned(&affine, None, Some(other(n, &[("aaa", "a")]))),
+            QueueingHint::Skip
+        );
         let relabel = |p: &PodInfo, b: &[(&str, &str)], a: &[(&str, &str)]| {
             assigned(p, Some(other(n, b)), Some(other(n, a)))
         };
-        assert_eq!(relabel(&affine, &[("aaa", "a")], &scan), QueueingHint::Queue);
-        assert_eq!(relabel(&affine, &[("service", "value2")], &scan), QueueingHint::Skip);
         assert_eq!(
-            assigned(&affine, Some(other(None, &[("aaa", "a")])), Some(other(None, &scan))),
+            relabel(&affine, &[("aaa", "a")], &scan),
+            QueueingHint::Queue
+        );
+        assert_eq!(
+            relabel(&affine, &[("service", "value2")], &scan),
+            QueueingHint::Skip
+        );
+        assert_eq!(
+            assigned(
+                &affine,
+                Some(other(None, &[("aaa", "a")])),
+                Some(other(None, &scan))
+            ),
             QueueingHint::Skip
         );
         assert_eq!(relabel(&affine, &scan, &[("aaa", "a")]), QueueingHint::Skip);
-        let two = waiting(&[], &[term("aaa", "hostname", &[]), term("bbb", "hostname", &[])], &[]);
+        let two = waiting(
+            &[],
+            &[term("aaa", "hostname", &[]), term("bbb", "hostname", &[])],
+            &[],
+        );
         assert_eq!(relabel(&two, &[("aaa", "a")], &scan), QueueingHint::Skip);
-        assert_eq!(relabel(&two, &[("aaa", "a")], &[("aaa", ""), ("bbb", "")]), QueueingHint::Queue);
+        assert_eq!(
+            relabel(&two, &[("aaa", "a")], &[("aaa", ""), ("bbb", "")]),
+            QueueingHint::Queue
+        );
 
-        let hostile = waiting(&[], &[], &[term("service", "region", &["securityscan", "value2"])]);
-        assert_eq!(relabel(&hostile, &scan, &[("service", "aaaa")]), QueueingHint::Queue);
-        assert_eq!(relabel(&hostile, &[("service", "bbb")], &scan), QueueingHint::Skip);
-        assert_eq!(assigned(&hostile, Some(other(n, &[("aaa", "a")])), None), QueueingHint::Skip);
-        assert_eq!(assigned(&hostile, Some(other(n, &scan)), None), QueueingHint::Queue);
+        let hostile = waiting(
+            &[],
+            &[],
+            &[term("service", "region", &["securityscan", "value2"])],
+        );
+        assert_eq!(
+            relabel(&hostile, &scan, &[("service", "aaaa")]),
+            QueueingHint::Queue
+        );
+        assert_eq!(
+            relabel(&hostile, &[("service", "bbb")], &scan),
+            QueueingHint::Skip
+        );
+        assert_eq!(
+            assigned(&hostile, Some(other(n, &[("aaa", "a")])), None),
+            QueueingHint::Skip
+        );
+        assert_eq!(
+            assigned(&hostile, Some(other(n, &scan)), None),
+            QueueingHint::Queue
+        );
         let mut nominated = other(None, &scan);
         nominated.preemption.nominated_node = Some("fake-node".into());
-        assert_eq!(assigned(&hostile, Some(nominated), None), QueueingHint::Queue);
+        assert_eq!(
+            assigned(&hostile, Some(nominated), None),
+            QueueingHint::Queue
+        );
 
         // The deleted pod's own anti-affinity matched the waiting pod.
         let scanned = waiting(&scan, &[], &[]);
         let hater = |labels: &[(&str, &str)]| {
-            let mut p = incoming("default", labels, required(&[], &[term("service", "region", &["securityscan", "value2"])]));
+            let mut p = incoming(
+                "default",
+                labels,
+                required(
+                    &[],
+                    &[term("service", "region", &["securityscan", "value2"])],
+                ),
+            );
             p.node_name = Some("fake-node".into());
             p
         };
-        assert_eq!(assigned(&scanned, Some(hater(&[])), None), QueueingHint::Queue);
+        assert_eq!(
+            assigned(&scanned, Some(hater(&[])), None),
+            QueueingHint::Queue
+        );
         let foo = waiting(&[("service", "foo")], &[], &[]);
         assert_eq!(assigned(&foo, Some(hater(&[])), None), QueueingHint::Skip);
 
-        let both = waiting(&[], &[], &[term("service", "region", &["securityscan"]), term("app", "region", &["web"])]);
+        let both = waiting(
+            &[],
+            &[],
+            &[
+                term("service", "region", &["securityscan"]),
+                term("app", "region", &["web"]),
+            ],
+        );
         assert_eq!(
-            relabel(&both, &[("service", "securityscan"), ("app", "bar")], &[("service", "foo"), ("app", "bar")]),
+            relabel(
+                &both,
+                &[("service", "securityscan"), ("app", "bar")],
+                &[("service", "foo"), ("app", "bar")]
+            ),
             QueueingHint::Queue
         );
         assert_eq!(
-            relabel(&both, &[("service", "securityscan"), ("app", "bar")], &[("service", "foo"), ("app", "web")]),
+            relabel(
+                &both,
+                &[("service", "securityscan"), ("app", "bar")],
+                &[("service", "foo"), ("app", "web")]
+            ),
             QueueingHint::Skip
         );
     }
@@ -254,8 +336,15 @@ mod tests {
         let mut t = term("service", "region", &["securityscan"]);
         t["namespaceSelector"] = json!({"matchLabels": {"team": "a"}});
         let affine = waiting(&[], &[t], &[]);
-        let elsewhere = PodBuilder::new("other").namespace("team-a").on("n").labels(&[("service", "securityscan")]).build();
-        assert_eq!(assigned(&affine, None, Some(elsewhere)), QueueingHint::Queue);
+        let elsewhere = PodBuilder::new("other")
+            .namespace("team-a")
+            .on("n")
+            .labels(&[("service", "securityscan")])
+            .build();
+        assert_eq!(
+            assigned(&affine, None, Some(elsewhere)),
+            QueueingHint::Queue
+        );
     }
 
     /// `Test_isSchedulableAfterTargetPodUpdateLabel`.
@@ -270,32 +359,79 @@ mod tests {
     /// Cases of `Test_isSchedulableAfterNodeChange`.
     #[test]
     fn node_hints_follow_the_topology_keys() {
-        let node = |labels: &[(&str, &str)]| crate::objects::NodeInfo::new("node-a", labels.iter().copied());
+        let node = |labels: &[(&str, &str)]| {
+            crate::objects::NodeInfo::new("node-a", labels.iter().copied())
+        };
         let on = |p: &PodInfo, event| hint(&plugin(), p, event);
-        let zone_affine = waiting(&[], &[term("service", "zone", &["securityscan", "value2"])], &[]);
-        let region_affine = waiting(&[], &[term("service", "region", &["securityscan", "value2"])], &[]);
+        let zone_affine = waiting(
+            &[],
+            &[term("service", "zone", &["securityscan", "value2"])],
+            &[],
+        );
+        let region_affine = waiting(
+            &[],
+            &[term("service", "region", &["securityscan", "value2"])],
+            &[],
+        );
         let relabel = |b: &[(&str, &str)], a: &[(&str, &str)]| node_updated(node(b), node(a));
         let zone1 = [("zone", "zone1")];
-        assert_eq!(on(&zone_affine, node_added(node(&zone1))), QueueingHint::Queue);
-        assert_eq!(on(&region_affine, node_added(node(&zone1))), QueueingHint::Skip);
-        assert_eq!(on(&zone_affine, relabel(&[("aaa", "a")], &[("aaa", "b")])), QueueingHint::Skip);
         assert_eq!(
-            on(&zone_affine, relabel(&zone1, &[("zone", "zone1"), ("unrelated-label", "unrelated")])),
+            on(&zone_affine, node_added(node(&zone1))),
+            QueueingHint::Queue
+        );
+        assert_eq!(
+            on(&region_affine, node_added(node(&zone1))),
             QueueingHint::Skip
         );
-        assert_eq!(on(&zone_affine, relabel(&zone1, &[("zone", "zone2")])), QueueingHint::Queue);
-        assert_eq!(on(&zone_affine, relabel(&[("aaa", "a")], &zone1)), QueueingHint::Queue);
+        assert_eq!(
+            on(&zone_affine, relabel(&[("aaa", "a")], &[("aaa", "b")])),
+            QueueingHint::Skip
+        );
+        assert_eq!(
+            on(
+                &zone_affine,
+                relabel(
+                    &zone1,
+                    &[("zone", "zone1"), ("unrelated-label", "unrelated")]
+                )
+            ),
+            QueueingHint::Skip
+        );
+        assert_eq!(
+            on(&zone_affine, relabel(&zone1, &[("zone", "zone2")])),
+            QueueingHint::Queue
+        );
+        assert_eq!(
+            on(&zone_affine, relabel(&[("aaa", "a")], &zone1)),
+            QueueingHint::Queue
+        );
 
-        let anti = json!({"labelSelector": {"matchLabels": {"another": "label"}}, "topologyKey": "zone"});
+        let anti =
+            json!({"labelSelector": {"matchLabels": {"another": "label"}}, "topologyKey": "zone"});
         let hostile = waiting(&[], &[], &[anti]);
         assert_eq!(on(&hostile, node_added(node(&zone1))), QueueingHint::Queue);
         assert_eq!(on(&hostile, node_added(node(&[]))), QueueingHint::Queue);
         assert_eq!(
-            on(&hostile, relabel(&zone1, &[("zone", "zone1"), ("unrelated-label", "unrelated")])),
+            on(
+                &hostile,
+                relabel(
+                    &zone1,
+                    &[("zone", "zone1"), ("unrelated-label", "unrelated")]
+                )
+            ),
             QueueingHint::Skip
         );
-        assert_eq!(on(&hostile, relabel(&zone1, &[("zone", "zone2")])), QueueingHint::Queue);
-        assert_eq!(on(&hostile, relabel(&[("aaa", "a")], &zone1)), QueueingHint::Skip);
-        assert_eq!(on(&hostile, relabel(&zone1, &[("aaa", "a")])), QueueingHint::Queue);
+        assert_eq!(
+            on(&hostile, relabel(&zone1, &[("zone", "zone2")])),
+            QueueingHint::Queue
+        );
+        assert_eq!(
+            on(&hostile, relabel(&[("aaa", "a")], &zone1)),
+            QueueingHint::Skip
+        );
+        assert_eq!(
+            on(&hostile, relabel(&zone1, &[("aaa", "a")])),
+            QueueingHint::Queue
+        );
     }
 }

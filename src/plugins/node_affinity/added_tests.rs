@@ -64,7 +64,10 @@ fn args_are_validated_as_kube_scheduler_validates_them() {
             "matchFields": [{"key": "metadata.name", "operator": "In", "values": ["node-1"]}]}}]});
     let parsed = args(valid.clone()).unwrap();
     assert!(parsed.added.required.is_some() && parsed.added.preferred.is_some());
-    assert_eq!(serde_json::to_value(&parsed).unwrap()["addedAffinity"], valid);
+    assert_eq!(
+        serde_json::to_value(&parsed).unwrap()["addedAffinity"],
+        valid
+    );
     // "invalid added affinity": both errors, under kube-scheduler's paths.
     let e = args(json!({
         "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
@@ -106,11 +109,17 @@ fn filter_needs_the_added_required_terms_too() {
     let s = filter(&p, &pod_requiring("zone", "bar"), &node2);
     assert_eq!(
         (s.code(), s.message()),
-        (Code::UnschedulableAndUnresolvable, ERR_REASON_POD.to_string())
+        (
+            Code::UnschedulableAndUnresolvable,
+            ERR_REASON_POD.to_string()
+        )
     );
     // "Doesn't match added affinity": a pod without requirements of its
     // own no longer skips the plugin.
-    let p = plugin(added_required("matchExpressions", requirement("zone", "bar")));
+    let p = plugin(added_required(
+        "matchExpressions",
+        requirement("zone", "bar"),
+    ));
     let s = filter(&p, &pod(json!({})), &node2);
     assert_eq!(
         (s.code(), s.message()),
@@ -123,8 +132,13 @@ fn filter_needs_the_added_required_terms_too() {
     let s = filter(&p, &pod_requiring("zone", "bar"), &node2);
     assert_eq!(s.message(), ERR_REASON_ENFORCED);
     // Required with no term matches no node (`NewNodeSelector` of an empty list).
-    let none = plugin(json!({"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": []}}));
-    assert_eq!(filter(&none, &pod(json!({})), &node2).message(), ERR_REASON_ENFORCED);
+    let none = plugin(
+        json!({"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": []}}),
+    );
+    assert_eq!(
+        filter(&none, &pod(json!({})), &node2).message(),
+        ERR_REASON_ENFORCED
+    );
     // Only preferred terms added: the filter is still skipped.
     let pref = plugin(preferring(&[(3, "key", "value")]));
     assert_eq!(filter(&pref, &pod(json!({})), &node2).code(), Code::Skip);
@@ -177,13 +191,19 @@ fn added_preferred_terms_add_to_every_pods_score() {
         (Code::Success, vec![40, 60, 100])
     );
     // Only required terms added: a pod without preferences still skips.
-    let p = plugin(added_required("matchExpressions", requirement("foo", "bar")));
+    let p = plugin(added_required(
+        "matchExpressions",
+        requirement("foo", "bar"),
+    ));
     assert_eq!(scores(&p, &pod(json!({})), &[]).0, Code::Skip);
 }
 
 #[test]
 fn hints_skip_nodes_outside_the_added_affinity() {
-    let p = plugin(added_required("matchExpressions", requirement("foo", "bar")));
+    let p = plugin(added_required(
+        "matchExpressions",
+        requirement("foo", "bar"),
+    ));
     let wants_foo = pod_requiring("foo", "bar");
     // "skip-queue-on-add-scheduler-enforced-node-affinity"
     assert_eq!(

@@ -141,7 +141,11 @@ impl RawNodeAffinity {
             required_during_scheduling_ignored_during_execution: self
                 .required_during_scheduling_ignored_during_execution
                 .map(|s| NodeSelector {
-                    node_selector_terms: s.node_selector_terms.into_iter().map(RawTerm::into_api).collect(),
+                    node_selector_terms: s
+                        .node_selector_terms
+                        .into_iter()
+                        .map(RawTerm::into_api)
+                        .collect(),
                 }),
             preferred_during_scheduling_ignored_during_execution: self
                 .preferred_during_scheduling_ignored_during_execution

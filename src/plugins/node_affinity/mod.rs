@@ -153,7 +153,8 @@ crate::plugin!(
 impl PreFilterPlugin for NodeAffinity {
     fn pre_filter(&self, state: &mut CycleState, pod: &PodInfo, cluster: &ClusterState) -> Status {
         let required = required_selector(pod);
-        if required.is_none() && self.added_required.is_none() && pod.spec.node_selector.is_empty() {
+        if required.is_none() && self.added_required.is_none() && pod.spec.node_selector.is_empty()
+        {
             return Status::skip("pod has no node selector or required node affinity");
         }
         let affinity = RequiredNodeAffinity::new(pod).with_label_ids(cluster.label_slots());
@@ -174,7 +175,11 @@ impl PreFilterPlugin for NodeAffinity {
 
 impl FilterPlugin for NodeAffinity {
     fn filter(&self, state: &CycleState, _: &PodInfo, node: &NodeInfo, _: &ClusterState) -> Status {
-        if self.added_required.as_ref().is_some_and(|a| !a.matches(node)) {
+        if self
+            .added_required
+            .as_ref()
+            .is_some_and(|a| !a.matches(node))
+        {
             return Status::unresolvable(ERR_REASON_ENFORCED);
         }
         let PreFilterState(required) = match state.from_pre_filter::<PreFilterState>() {

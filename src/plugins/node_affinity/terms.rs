@@ -8,8 +8,7 @@ use crate::cache::node_inputs::LabelSlots;
 use crate::objects::inputs::WantedLabel;
 use crate::objects::{NodeInfo, PodInfo};
 use crate::plugins::validation::{
-    FieldRequirement, LabelRequirement, aggregate, parse_field_requirement,
-    parse_label_requirement,
+    FieldRequirement, LabelRequirement, aggregate, parse_field_requirement, parse_label_requirement,
 };
 
 /// One parsed, non-empty `NodeSelectorTerm`: its requirements, ANDed.
@@ -171,11 +170,10 @@ impl RequiredNodeAffinity {
             wanted
                 .and_then(|w| w.carried_by(&node.inputs))
                 .unwrap_or_else(|| node.labels.get(k) == Some(v.as_str()))
-        })
-            && self
-                .terms
-                .as_ref()
-                .is_none_or(|terms| terms.iter().any(|t| t.matches(node)))
+        }) && self
+            .terms
+            .as_ref()
+            .is_none_or(|terms| terms.iter().any(|t| t.matches(node)))
     }
 }
 
@@ -206,7 +204,10 @@ impl PreferredTerms {
 
     /// Parses `terms` as [`PreferredTerms::new`] does, with each error under
     /// `path` (the list's own path), one string per error.
-    pub(crate) fn parse_at(terms: &[PreferredSchedulingTerm], path: &str) -> Result<Self, Vec<String>> {
+    pub(crate) fn parse_at(
+        terms: &[PreferredSchedulingTerm],
+        path: &str,
+    ) -> Result<Self, Vec<String>> {
         let mut errs = Vec::new();
         let mut parsed = Vec::new();
         for (i, t) in terms.iter().enumerate() {

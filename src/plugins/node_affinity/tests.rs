@@ -22,7 +22,12 @@ fn node(name: &str, labels: &[(&str, &str)]) -> NodeInfo {
 }
 
 fn filter(pod: &PodInfo, node: &NodeInfo) -> Status {
-    test_support::filter(&NodeAffinity::default(), pod, node, &ClusterState::default())
+    test_support::filter(
+        &NodeAffinity::default(),
+        pod,
+        node,
+        &ClusterState::default(),
+    )
 }
 
 fn fits(pod: &PodInfo, node: &NodeInfo) -> bool {
@@ -273,9 +278,17 @@ fn scores(pod: &PodInfo, nodes: &[NodeInfo]) -> Result<Vec<(i64, i64)>, Status> 
     }
     let mut out: Vec<NodeScore> = nodes
         .iter()
-        .map(|n| NodeAffinity::default().score(&state, pod, n, &cluster).unwrap())
+        .map(|n| {
+            NodeAffinity::default()
+                .score(&state, pod, n, &cluster)
+                .unwrap()
+        })
         .collect();
-    assert!(NodeAffinity::default().normalize(&state, pod, &mut out).is_success());
+    assert!(
+        NodeAffinity::default()
+            .normalize(&state, pod, &mut out)
+            .is_success()
+    );
     Ok(out.iter().map(|s| (s.raw.unwrap(), s.score)).collect())
 }
 
@@ -382,7 +395,11 @@ fn node_selector_by_inline_ids_gives_the_string_verdicts() {
         for n in &nodes {
             let verdict = by_string.matches(n);
             assert_eq!(by_id.matches(n), verdict, "{selector} on {n:?}");
-            assert_eq!(fits_in(&p, n, &c), verdict, "{selector} on {n:?}: the plugin");
+            assert_eq!(
+                fits_in(&p, n, &c),
+                verdict,
+                "{selector} on {n:?}: the plugin"
+            );
             answers.insert(verdict);
         }
     }
@@ -426,14 +443,20 @@ fn hints_queue_the_pod_when_a_node_starts_matching() {
         QueueingHint::Queue
     );
     assert_eq!(
-        hint(node_updated(foo_bar.clone(), node("n", &[("foo", "bar"), ("k", "v")]))),
+        hint(node_updated(
+            foo_bar.clone(),
+            node("n", &[("foo", "bar"), ("k", "v")])
+        )),
         QueueingHint::Skip,
         "suitable before and after"
     );
     // The node selector counts as well.
     let selector = pod(json!({"nodeSelector": {"disk": "ssd"}}));
     let event = node_updated(plain.clone(), node("n", &[("disk", "ssd")]));
-    assert_eq!(test_support::hint(&NodeAffinity::default(), &selector, event), QueueingHint::Queue);
+    assert_eq!(
+        test_support::hint(&NodeAffinity::default(), &selector, event),
+        QueueingHint::Queue
+    );
     // A node name requirement (`matchFields`) on an added node.
     let named = required(json!([{"matchFields": [
         {"key": "metadata.name", "operator": "In", "values": ["m"]}]}]));

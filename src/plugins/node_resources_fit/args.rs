@@ -167,7 +167,9 @@ impl TryFrom<RawStrategy> for ScoringStrategy {
                             RequestedToCapacityRatio"
                     .into());
             }
-            (Some(p), ScoringStrategyType::RequestedToCapacityRatio) => validate_shape("requestedToCapacityRatio.shape", &p.shape)?,
+            (Some(p), ScoringStrategyType::RequestedToCapacityRatio) => {
+                validate_shape("requestedToCapacityRatio.shape", &p.shape)?
+            }
             (Some(_), _) => {
                 return Err("requestedToCapacityRatio: must be nil when type is not \
                             RequestedToCapacityRatio"

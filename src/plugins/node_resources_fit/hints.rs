@@ -27,8 +27,8 @@ use crate::framework::queueing::{ActionType, Change, EventResource, QueueingHint
 use crate::framework::{
     CycleState, EnqueueExtensions, EventHint, FilterPlugin, PreFilterPlugin, queue_if,
 };
-use crate::plugins::helper::is_dra_extended_resource_name;
 use crate::objects::{NodeInfo, PodInfo, Resources};
+use crate::plugins::helper::is_dra_extended_resource_name;
 
 /// A cluster without pods: a node's own size, as kube-scheduler's `isFit`
 /// builds an empty `NodeInfo` around the node.
@@ -96,10 +96,9 @@ impl NodeResourcesFit {
     /// plugin's own PreFilter and Filter (ignored resources included).
     fn fits_empty(&self, pod: &PodInfo, node: &NodeInfo) -> bool {
         let mut state = CycleState::new();
-        self.pre_filter(&mut state, pod, &NOTHING_PLACED).is_success()
-            && self
-                .filter(&state, pod, node, &NOTHING_PLACED)
-                .is_success()
+        self.pre_filter(&mut state, pod, &NOTHING_PLACED)
+            .is_success()
+            && self.filter(&state, pod, node, &NOTHING_PLACED).is_success()
     }
 }
 
@@ -189,7 +188,10 @@ mod tests {
             "too small"
         );
         assert_eq!(
-            hint(node_added(node(&[("memory", "4"), ("example.com/other", "1")]))),
+            hint(node_added(node(&[
+                ("memory", "4"),
+                ("example.com/other", "1")
+            ]))),
             QueueingHint::Skip,
             "without the resource"
         );
@@ -252,7 +254,10 @@ mod tests {
                 pod_event(EventResource::AssignedPod, Some(p), None),
             )
         };
-        assert_eq!(deleted(pod(Some("n"), &[("cpu", "1")])), QueueingHint::Queue);
+        assert_eq!(
+            deleted(pod(Some("n"), &[("cpu", "1")])),
+            QueueingHint::Queue
+        );
         assert_eq!(deleted(pod(None, &[("cpu", "1")])), QueueingHint::Skip);
         let mut nominated = pod(None, &[("cpu", "2")]);
         nominated.preemption.nominated_node = Some("n".into());

@@ -47,16 +47,16 @@ use crate::framework::{
 };
 use crate::objects::{NodeInfo, PodInfo, Resources};
 
+use crate::plugins::helper::is_extended_resource_name;
+pub(crate) use args::{MAX_CUSTOM_PRIORITY_SCORE, validate_shape};
 pub use args::{
     NodeResourcesFitArgs, RequestedToCapacityRatioParam, ResourceSpec, ScoringStrategy,
     ScoringStrategyType, UtilizationShapePoint,
 };
-pub(crate) use args::{MAX_CUSTOM_PRIORITY_SCORE, validate_shape};
 pub(crate) use strategy::broken_linear;
-use crate::plugins::helper::is_extended_resource_name;
 use strategy::{
-    DraScoring, ScoredResource, is_scalar_resource_name, least_requested_score, most_requested_score,
-    scaled_share,
+    DraScoring, ScoredResource, is_scalar_resource_name, least_requested_score,
+    most_requested_score, scaled_share,
 };
 
 /// Plugin name in the policy.

@@ -75,8 +75,7 @@ impl ScoredResource {
         pod_request: i64,
         dra: impl FnOnce() -> Option<(i64, i64)>,
     ) -> (i64, i64) {
-        match self.allocatable_and_allocated(node, usage, pod_request, NodeRequests::NonZero, dra)
-        {
+        match self.allocatable_and_allocated(node, usage, pod_request, NodeRequests::NonZero, dra) {
             Some((allocatable, allocated)) => (allocatable, allocated + pod_request),
             None => (0, 0),
         }

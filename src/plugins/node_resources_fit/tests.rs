@@ -2,9 +2,9 @@
 use std::sync::Arc;
 
 use super::*;
-use crate::plugins::validation::is_qualified_name;
 use crate::objects::pod::PodSpecInfo;
 use crate::plugins::test_support::{self, PodBuilder, res};
+use crate::plugins::validation::is_qualified_name;
 
 const MI: i64 = 1 << 20;
 
@@ -466,7 +466,12 @@ fn an_extended_resource_a_device_class_serves_is_left_to_dynamic_resources() {
     )
     .unwrap();
     let without = node(&[("cpu", "4"), ("memory", "8Gi"), ("pods", "3")]);
-    let with_plugin = node(&[("cpu", "4"), ("memory", "8Gi"), ("pods", "3"), ("example.com/gpu", "1")]);
+    let with_plugin = node(&[
+        ("cpu", "4"),
+        ("memory", "8Gi"),
+        ("pods", "3"),
+        ("example.com/gpu", "1"),
+    ]);
     let p = pod("new", None, &[("cpu", "1"), ("example.com/gpu", "2")]);
     let plain = cluster(&without, &[]);
     assert_eq!(
@@ -478,7 +483,10 @@ fn an_extended_resource_a_device_class_serves_is_left_to_dynamic_resources() {
     );
     let mut served = cluster(&without, &[]);
     served.dra_mut().apply_class(Arc::new(class));
-    assert_eq!(filter(&Default::default(), &p, &without, &served), Status::success());
+    assert_eq!(
+        filter(&Default::default(), &p, &without, &served),
+        Status::success()
+    );
     assert_eq!(
         filter(&Default::default(), &p, &with_plugin, &served),
         Status::from_reasons(
@@ -500,25 +508,29 @@ fn a_resource_a_device_class_serves_scores_by_the_nodes_devices() {
     }))
     .unwrap();
     // n1: four GPUs (one allocated) and a NIC the class does not select.
-    let slice: k8s_openapi::api::resource::v1::ResourceSlice = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": "n1-devices"},
-        "spec": {"driver": "gpu.example.com", "nodeName": "n1",
-                 "pool": {"name": "n1", "generation": 1, "resourceSliceCount": 1},
-                 "devices": [
-                     {"name": "gpu-0", "attributes": {"kind": {"string": "gpu"}}},
-                     {"name": "gpu-1", "attributes": {"kind": {"string": "gpu"}}},
-                     {"name": "gpu-2", "attributes": {"kind": {"string": "gpu"}}},
-                     {"name": "gpu-3", "attributes": {"kind": {"string": "gpu"}}},
-                     {"name": "nic-0", "attributes": {"kind": {"string": "nic"}}}]},
-    }))
-    .unwrap();
-    let claim: k8s_openapi::api::resource::v1::ResourceClaim = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": "used", "namespace": "ns"},
-        "status": {"allocation": {"devices": {"results": [
-            {"request": "r", "driver": "gpu.example.com", "pool": "n1", "device": "gpu-0"}]}}},
-    }))
-    .unwrap();
-    let a = args("scoringStrategy: {type: LeastAllocated, resources: [{name: example.com/gpu, weight: 1}]}");
+    let slice: k8s_openapi::api::resource::v1::ResourceSlice =
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "n1-devices"},
+            "spec": {"driver": "gpu.example.com", "nodeName": "n1",
+                     "pool": {"name": "n1", "generation": 1, "resourceSliceCount": 1},
+                     "devices": [
+                         {"name": "gpu-0", "attributes": {"kind": {"string": "gpu"}}},
+                         {"name": "gpu-1", "attributes": {"kind": {"string": "gpu"}}},
+                         {"name": "gpu-2", "attributes": {"kind": {"string": "gpu"}}},
+                         {"name": "gpu-3", "attributes": {"kind": {"string": "gpu"}}},
+                         {"name": "nic-0", "attributes": {"kind": {"string": "nic"}}}]},
+        }))
+        .unwrap();
+    let claim: k8s_openapi::api::resource::v1::ResourceClaim =
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "used", "namespace": "ns"},
+            "status": {"allocation": {"devices": {"results": [
+                {"request": "r", "driver": "gpu.example.com", "pool": "n1", "device": "gpu-0"}]}}},
+        }))
+        .unwrap();
+    let a = args(
+        "scoringStrategy: {type: LeastAllocated, resources: [{name: example.com/gpu, weight: 1}]}",
+    );
     let p = pod("new", None, &[("cpu", "1"), ("example.com/gpu", "1")]);
     let n = node(&[("cpu", "4"), ("memory", "8Gi"), ("pods", "3")]);
     let mut c = cluster(&n, &[]);
@@ -528,12 +540,24 @@ fn a_resource_a_device_class_serves_scores_by_the_nodes_devices() {
     c.dra_mut().replace_claims(vec![Arc::new(claim)]);
     // 4 GPUs, 1 allocated, the pod asks 1: (4 - 2) × 100 / 4.
     assert_eq!(score(&a, &p, &n, &c), 50);
-    let most = args("scoringStrategy: {type: MostAllocated, resources: [{name: example.com/gpu, weight: 1}]}");
+    let most = args(
+        "scoringStrategy: {type: MostAllocated, resources: [{name: example.com/gpu, weight: 1}]}",
+    );
     assert_eq!(score(&most, &p, &n, &c), 50);
     // A device plugin's allocatable counts as ever: 2, none in use, the pod asks 1.
-    let with_plugin = node(&[("cpu", "4"), ("memory", "8Gi"), ("pods", "3"), ("example.com/gpu", "2")]);
+    let with_plugin = node(&[
+        ("cpu", "4"),
+        ("memory", "8Gi"),
+        ("pods", "3"),
+        ("example.com/gpu", "2"),
+    ]);
     assert_eq!(score(&a, &p, &with_plugin, &c), 50);
-    let with_more = node(&[("cpu", "4"), ("memory", "8Gi"), ("pods", "3"), ("example.com/gpu", "8")]);
+    let with_more = node(&[
+        ("cpu", "4"),
+        ("memory", "8Gi"),
+        ("pods", "3"),
+        ("example.com/gpu", "8"),
+    ]);
     assert_eq!(score(&a, &p, &with_more, &c), 87);
 }
 

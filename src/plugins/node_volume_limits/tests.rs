@@ -103,7 +103,10 @@ fn counts_new_existing_and_attached_volumes_per_driver() {
         verdict(&c, &pod("p", &["csi-0", "csi-1"])).is_success(),
         "a volume already on the node counts once"
     );
-    assert_eq!(verdict(&c, &pod("p", &["csi-1", "csi-2"])).code(), Code::Unschedulable);
+    assert_eq!(
+        verdict(&c, &pod("p", &["csi-1", "csi-2"])).code(),
+        Code::Unschedulable
+    );
     // A VolumeAttachment of another CSI volume fills the last slot.
     c.objects_mut::<AttachmentInfo>().apply(AttachmentInfo {
         name: "va".into(),
@@ -111,10 +114,16 @@ fn counts_new_existing_and_attached_volumes_per_driver() {
         attacher: EBS.into(),
         volume: Some("pv-3".into()),
     });
-    assert_eq!(verdict(&c, &pod("p", &["csi-1"])).code(), Code::Unschedulable);
+    assert_eq!(
+        verdict(&c, &pod("p", &["csi-1"])).code(),
+        Code::Unschedulable
+    );
     // As in kube-scheduler, only the node's pods' volumes are taken out of the
     // new ones, not the attachments': the attached volume counts twice.
-    assert_eq!(verdict(&c, &pod("p", &["csi-3"])).code(), Code::Unschedulable);
+    assert_eq!(
+        verdict(&c, &pod("p", &["csi-3"])).code(),
+        Code::Unschedulable
+    );
 }
 
 #[test]
@@ -167,7 +176,10 @@ fn missing_claims_and_missing_drivers() {
     claim(&mut c, "needs-driver", None, "other-sc");
     let s = verdict(&c, &pod("p", &["needs-driver"]));
     assert_eq!(s.code(), Code::Unschedulable);
-    assert_eq!(s.message(), "other.csi CSI driver is not installed on the node");
+    assert_eq!(
+        s.message(),
+        "other.csi CSI driver is not installed on the node"
+    );
 }
 
 #[test]
@@ -179,11 +191,20 @@ fn hints() {
     };
     let mut placed = pod("old", &["x"]);
     placed.node_name = Some("n".into());
-    assert_eq!(deleted_pod_may_help(&p, &deleted(placed)), QueueingHint::Queue);
-    assert_eq!(deleted_pod_may_help(&p, &deleted(pod("old", &["x"]))), QueueingHint::Skip);
+    assert_eq!(
+        deleted_pod_may_help(&p, &deleted(placed)),
+        QueueingHint::Queue
+    );
+    assert_eq!(
+        deleted_pod_may_help(&p, &deleted(pod("old", &["x"]))),
+        QueueingHint::Skip
+    );
     let mut empty = pod("old", &[]);
     empty.node_name = Some("n".into());
-    assert_eq!(deleted_pod_may_help(&p, &deleted(empty)), QueueingHint::Skip);
+    assert_eq!(
+        deleted_pod_may_help(&p, &deleted(empty)),
+        QueueingHint::Skip
+    );
 }
 
 #[test]
@@ -197,13 +218,39 @@ fn csi_node_updates_queue_only_when_a_limit_grows() {
         ..Default::default()
     };
     let csi_node = kinds::CSI_NODE;
-    assert!(moves(object_event(csi_node, None, Some(node(&[])))), "any new CSINode");
-    assert!(moves(object_event(csi_node, Some(node(&[(EBS, Some(1))])), Some(node(&[(EBS, Some(2))])))));
-    assert!(moves(object_event(csi_node, Some(node(&[])), Some(node(&[(GCE, Some(1))])))), "a new driver");
-    assert!(!moves(object_event(csi_node, Some(node(&[(EBS, Some(2))])), Some(node(&[(EBS, Some(1))])))));
     assert!(
-        !moves(object_event(csi_node, Some(node(&[(EBS, Some(2))])), Some(node(&[(EBS, None)])))),
+        moves(object_event(csi_node, None, Some(node(&[])))),
+        "any new CSINode"
+    );
+    assert!(moves(object_event(
+        csi_node,
+        Some(node(&[(EBS, Some(1))])),
+        Some(node(&[(EBS, Some(2))]))
+    )));
+    assert!(
+        moves(object_event(
+            csi_node,
+            Some(node(&[])),
+            Some(node(&[(GCE, Some(1))]))
+        )),
+        "a new driver"
+    );
+    assert!(!moves(object_event(
+        csi_node,
+        Some(node(&[(EBS, Some(2))])),
+        Some(node(&[(EBS, Some(1))]))
+    )));
+    assert!(
+        !moves(object_event(
+            csi_node,
+            Some(node(&[(EBS, Some(2))])),
+            Some(node(&[(EBS, None)]))
+        )),
         "no limit counts as 0, as kube-scheduler compares them"
     );
-    assert!(!moves(object_event(csi_node, Some(node(&[(EBS, Some(1))])), Some(node(&[(EBS, Some(1))])))));
+    assert!(!moves(object_event(
+        csi_node,
+        Some(node(&[(EBS, Some(1))])),
+        Some(node(&[(EBS, Some(1))]))
+    )));
 }

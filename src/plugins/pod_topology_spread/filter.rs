@@ -133,7 +133,13 @@ impl PreFilterExtensions for PodTopologySpread {
 /// more in the domains PreFilter counted it in (same namespace, not
 /// terminating, an eligible node with every key, selected), then the
 /// minimums are resolved again.
-fn update(state: &mut CycleState, pod: &PodInfo, other: &PodInfo, node: &NodeInfo, delta: i64) -> Status {
+fn update(
+    state: &mut CycleState,
+    pod: &PodInfo,
+    other: &PodInfo,
+    node: &NodeInfo,
+    delta: i64,
+) -> Status {
     let Some(s) = state.modify::<PreFilterState>() else {
         return Status::error("PreFilter state missing");
     };
@@ -180,7 +186,6 @@ mod tests {
     use super::*;
     use crate::framework::Code;
     use crate::plugins::test_support::{HOSTNAME, ZONE};
-
 
     /// zone1 = {n1, n2}, zone2 = {n3, n4}; `foo` pods: n1 2, n2 1, n3 1.
     fn two_zones() -> Fixture {

@@ -53,10 +53,7 @@ impl EnqueueExtensions for PodTopologySpread {
 
 impl PodTopologySpread {
     /// The pod's hard constraints as written (its own, or the defaults).
-    fn hard<'a>(
-        &'a self,
-        pod: &'a PodInfo,
-    ) -> impl Iterator<Item = &'a TopologySpreadConstraint> {
+    fn hard<'a>(&'a self, pod: &'a PodInfo) -> impl Iterator<Item = &'a TopologySpreadConstraint> {
         self.written(pod)
             .iter()
             .filter(|c| c.when_unsatisfiable == DO_NOT_SCHEDULE)
@@ -191,7 +188,11 @@ mod tests {
 
     /// The waiting pod `ns/incoming`, labelled `foo`, with `constraints`.
     fn waiting(constraints: serde_json::Value) -> PodInfo {
-        incoming("ns", &[("foo", "")], json!({"topologySpreadConstraints": constraints}))
+        incoming(
+            "ns",
+            &[("foo", "")],
+            json!({"topologySpreadConstraints": constraints}),
+        )
     }
 
     fn node(labels: &[(&str, &str)], taint: Option<&str>) -> NodeInfo {
@@ -216,21 +217,45 @@ mod tests {
         let on = |p: &PodInfo, event| hint(&pl, p, event);
         let node = |l: &[(&str, &str)]| node(l, None);
         let relabel = |a: &[(&str, &str)], b: &[(&str, &str)]| node_updated(node(a), node(b));
-        assert_eq!(on(&zone, relabel(&[("zone", "zone1")], &[("zone", "zone2")])), QueueingHint::Queue);
-        assert_eq!(on(&zone, relabel(&[("foo", "bar1")], &[("foo", "bar2")])), QueueingHint::Skip);
-        assert_eq!(on(&zone, node_added(node(&[("foo", "bar")]))), QueueingHint::Skip);
-        assert_eq!(on(&zone, node_added(node(&[("zone", "zone1")]))), QueueingHint::Queue);
-        assert_eq!(on(&zone, node_deleted(node(&[("foo", "bar")]))), QueueingHint::Skip);
-        assert_eq!(on(&zone, node_deleted(node(&[("zone", "zone1")]))), QueueingHint::Queue);
+        assert_eq!(
+            on(&zone, relabel(&[("zone", "zone1")], &[("zone", "zone2")])),
+            QueueingHint::Queue
+        );
+        assert_eq!(
+            on(&zone, relabel(&[("foo", "bar1")], &[("foo", "bar2")])),
+            QueueingHint::Skip
+        );
+        assert_eq!(
+            on(&zone, node_added(node(&[("foo", "bar")]))),
+            QueueingHint::Skip
+        );
+        assert_eq!(
+            on(&zone, node_added(node(&[("zone", "zone1")]))),
+            QueueingHint::Queue
+        );
+        assert_eq!(
+            on(&zone, node_deleted(node(&[("foo", "bar")]))),
+            QueueingHint::Skip
+        );
+        assert_eq!(
+            on(&zone, node_deleted(node(&[("zone", "zone1")]))),
+            QueueingHint::Queue
+        );
 
         let both = waiting(json!([hard("zone", "foo"), hard("node", "foo")]));
         let zn = [("zone", "zone1"), ("node", "node1")];
         assert_eq!(
-            on(&both, relabel(&[("zone", "zone1"), ("node", "node1"), ("foo", "bar")], &zn)),
+            on(
+                &both,
+                relabel(&[("zone", "zone1"), ("node", "node1"), ("foo", "bar")], &zn)
+            ),
             QueueingHint::Skip,
             "unrelated label"
         );
-        assert_eq!(on(&both, node_added(node(&[("zone", "zone1")]))), QueueingHint::Skip);
+        assert_eq!(
+            on(&both, node_added(node(&[("zone", "zone1")]))),
+            QueueingHint::Skip
+        );
         assert_eq!(on(&both, node_added(node(&zn))), QueueingHint::Queue);
         assert_eq!(
             on(&both, relabel(&zn, &[("zone", "zone1"), ("node", "node2")])),
@@ -239,12 +264,18 @@ mod tests {
         );
         let tainted = |l: &[(&str, &str)], t| self::node(l, Some(t));
         assert_eq!(
-            on(&both, node_updated(tainted(&zn, "aaa"), tainted(&zn, "ccc"))),
+            on(
+                &both,
+                node_updated(tainted(&zn, "aaa"), tainted(&zn, "ccc"))
+            ),
             QueueingHint::Queue
         );
         let one = [("node", "node1")];
         assert_eq!(
-            on(&both, node_updated(tainted(&one, "aaa"), tainted(&one, "ccc"))),
+            on(
+                &both,
+                node_updated(tainted(&one, "aaa"), tainted(&one, "ccc"))
+            ),
             QueueingHint::Skip,
             "taints of a node outside the topology"
         );
@@ -259,39 +290,85 @@ mod tests {
         };
         let event = |b, a| hint(&pl, &zone, pod_event(EventResource::AssignedPod, b, a));
         let foo = [("foo", "")];
-        assert_eq!(event(None, Some(other(Some("n"), &foo))), QueueingHint::Queue);
-        assert_eq!(event(None, Some(other(None, &foo))), QueueingHint::Skip, "unscheduled");
+        assert_eq!(
+            event(None, Some(other(Some("n"), &foo))),
+            QueueingHint::Queue
+        );
+        assert_eq!(
+            event(None, Some(other(None, &foo))),
+            QueueingHint::Skip,
+            "unscheduled"
+        );
         assert_eq!(
             event(Some(other(None, &[("bar", "")])), Some(other(None, &foo))),
             QueueingHint::Skip
         );
         assert_eq!(event(Some(other(None, &foo)), None), QueueingHint::Skip);
-        let elsewhere = PodBuilder::new("p2").namespace("other").on("n").labels(&foo).build();
-        assert_eq!(event(None, Some(elsewhere)), QueueingHint::Skip, "other namespace");
-        assert_eq!(event(None, Some(other(Some("n"), &[("bar", "")]))), QueueingHint::Skip);
-        assert_eq!(event(Some(other(Some("n"), &foo)), None), QueueingHint::Queue);
+        let elsewhere = PodBuilder::new("p2")
+            .namespace("other")
+            .on("n")
+            .labels(&foo)
+            .build();
+        assert_eq!(
+            event(None, Some(elsewhere)),
+            QueueingHint::Skip,
+            "other namespace"
+        );
+        assert_eq!(
+            event(None, Some(other(Some("n"), &[("bar", "")]))),
+            QueueingHint::Skip
+        );
+        assert_eq!(
+            event(Some(other(Some("n"), &foo)), None),
+            QueueingHint::Queue
+        );
         let mut nominated = other(None, &[("bar", "")]);
         nominated.preemption.nominated_node = Some("n".into());
         assert_eq!(event(Some(nominated.clone()), None), QueueingHint::Skip);
         nominated.labels = crate::plugins::test_support::labels(&foo).into();
         assert_eq!(event(Some(nominated), None), QueueingHint::Queue);
-        assert_eq!(event(Some(other(Some("n"), &[("bar", "")])), None), QueueingHint::Skip);
+        assert_eq!(
+            event(Some(other(Some("n"), &[("bar", "")])), None),
+            QueueingHint::Skip
+        );
         let relabel = |b: &[(&str, &str)], a: &[(&str, &str)]| {
             event(Some(other(Some("n"), b)), Some(other(Some("n"), a)))
         };
-        assert_eq!(relabel(&[("foo", ""), ("bar", "bar1")], &[("foo", ""), ("bar", "bar2")]), QueueingHint::Skip);
+        assert_eq!(
+            relabel(
+                &[("foo", ""), ("bar", "bar1")],
+                &[("foo", ""), ("bar", "bar2")]
+            ),
+            QueueingHint::Skip
+        );
         assert_eq!(relabel(&[], &foo), QueueingHint::Queue);
         assert_eq!(relabel(&foo, &[]), QueueingHint::Queue);
-        assert_eq!(relabel(&[("foo", "foo1")], &[("foo", "foo2")]), QueueingHint::Skip);
+        assert_eq!(
+            relabel(&[("foo", "foo1")], &[("foo", "foo2")]),
+            QueueingHint::Skip
+        );
 
         let both = waiting(json!([hard("zone", "foo"), hard("node", "bar")]));
         let relabel = |b: &[(&str, &str)], a: &[(&str, &str)]| {
-            let e = pod_event(EventResource::AssignedPod, Some(other(Some("n"), b)), Some(other(Some("n"), a)));
+            let e = pod_event(
+                EventResource::AssignedPod,
+                Some(other(Some("n"), b)),
+                Some(other(Some("n"), a)),
+            );
             hint(&pl, &both, e)
         };
-        assert_eq!(relabel(&foo, &[("foo", ""), ("bar", "bar2")]), QueueingHint::Queue);
-        assert_eq!(relabel(&foo, &[("foo", ""), ("baz", "")]), QueueingHint::Skip);
-        assert_eq!(relabel(&[("foo", ""), ("bar", "")], &[("foo", ""), ("bar", "bar2")]), QueueingHint::Skip);
+        assert_eq!(
+            relabel(&foo, &[("foo", ""), ("bar", "bar2")]),
+            QueueingHint::Queue
+        );
+        assert_eq!(
+            relabel(&foo, &[("foo", ""), ("baz", "")]),
+            QueueingHint::Skip
+        );
+        assert_eq!(
+            relabel(&[("foo", ""), ("bar", "")], &[("foo", ""), ("bar", "bar2")]),
+            QueueingHint::Skip
+        );
     }
 
     /// Cases of `Test_isSchedulableAfterTargetPodChange`.
@@ -302,17 +379,42 @@ mod tests {
         honor["nodeTaintsPolicy"] = json!("Honor");
         let mut ignore = hard("zone", "foo");
         ignore["nodeTaintsPolicy"] = json!("Ignore");
-        for (first, expected) in [(honor, QueueingHint::Queue), (ignore.clone(), QueueingHint::Skip)] {
+        for (first, expected) in [
+            (honor, QueueingHint::Queue),
+            (ignore.clone(), QueueingHint::Skip),
+        ] {
             let before = waiting(json!([first, hard("node", "bar")]));
             let mut after = before.clone();
             let mut spec = (*after.spec).clone();
-            spec.tolerations = serde_json::from_value(json!([{"key": "node.kubernetes.io/unschedulable", "operator": "Exists"}])).unwrap();
+            spec.tolerations = serde_json::from_value(
+                json!([{"key": "node.kubernetes.io/unschedulable", "operator": "Exists"}]),
+            )
+            .unwrap();
             after.spec = Arc::new(spec);
-            assert_eq!(hint(&pl, &after, target_pod_updated(before, after.clone())), expected);
+            assert_eq!(
+                hint(&pl, &after, target_pod_updated(before, after.clone())),
+                expected
+            );
         }
-        let unlabelled = incoming("ns", &[], json!({"topologySpreadConstraints": [ignore.clone(), hard("node", "bar")]}));
-        let labelled = |l| incoming("ns", &[(l, "")], json!({"topologySpreadConstraints": [ignore.clone(), hard("node", "bar")]}));
-        let relabelled = |after: PodInfo| hint(&pl, &after, target_pod_updated(unlabelled.clone(), after.clone()));
+        let unlabelled = incoming(
+            "ns",
+            &[],
+            json!({"topologySpreadConstraints": [ignore.clone(), hard("node", "bar")]}),
+        );
+        let labelled = |l| {
+            incoming(
+                "ns",
+                &[(l, "")],
+                json!({"topologySpreadConstraints": [ignore.clone(), hard("node", "bar")]}),
+            )
+        };
+        let relabelled = |after: PodInfo| {
+            hint(
+                &pl,
+                &after,
+                target_pod_updated(unlabelled.clone(), after.clone()),
+            )
+        };
         assert_eq!(relabelled(labelled("foo")), QueueingHint::Queue);
         assert_eq!(relabelled(labelled("unrelated")), QueueingHint::Skip);
     }

@@ -229,7 +229,6 @@ mod tests {
     use crate::framework::Code;
     use crate::plugins::test_support::{ZONE, score_without_pre_score};
 
-
     fn soft(key: &str, max_skew: i32) -> serde_json::Value {
         json!({"maxSkew": max_skew, "topologyKey": key, "whenUnsatisfiable": "ScheduleAnyway",
                "labelSelector": {"matchLabels": {"foo": ""}}})

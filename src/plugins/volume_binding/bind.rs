@@ -128,7 +128,8 @@ impl VolumeBinding {
             bind_volume(&pvs, claim, &volume.name).await?;
         }
         for (claim, _) in &volumes.provisions {
-            let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &claim.namespace);
+            let claims: Api<PersistentVolumeClaim> =
+                Api::namespaced(client.clone(), &claim.namespace);
             let mut c = claims
                 .get(&claim.name)
                 .await
@@ -156,7 +157,11 @@ impl VolumeBinding {
 
     /// kube-scheduler's `checkBindings`: every claim bound, and a
     /// provisioned one still selected for its node.
-    async fn all_claims_bound(&self, client: &Client, volumes: &PodVolumes) -> Result<bool, String> {
+    async fn all_claims_bound(
+        &self,
+        client: &Client,
+        volumes: &PodVolumes,
+    ) -> Result<bool, String> {
         let claims = volumes
             .static_bindings
             .iter()
@@ -196,7 +201,11 @@ impl VolumeBinding {
 
 /// Points volume `name`'s `claimRef` at `claim` (kube-scheduler's
 /// `GetBindVolumeToClaim` and update), unless it went to another claim.
-async fn bind_volume(pvs: &Api<PersistentVolume>, claim: &ClaimInfo, name: &str) -> Result<(), String> {
+async fn bind_volume(
+    pvs: &Api<PersistentVolume>,
+    claim: &ClaimInfo,
+    name: &str,
+) -> Result<(), String> {
     let mut pv = pvs
         .get(name)
         .await

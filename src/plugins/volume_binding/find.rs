@@ -8,7 +8,9 @@ use std::collections::{BTreeMap, HashSet};
 
 use k8s_openapi::api::core::v1::TopologySelectorTerm;
 
-use super::{ClaimsState, ERR_BIND_CONFLICT, ERR_NODE_CONFLICT, ERR_NOT_ENOUGH_SPACE, ERR_PV_NOT_EXIST};
+use super::{
+    ClaimsState, ERR_BIND_CONFLICT, ERR_NODE_CONFLICT, ERR_NOT_ENOUGH_SPACE, ERR_PV_NOT_EXIST,
+};
 use crate::cache::ClusterState;
 use crate::framework::Status;
 use crate::objects::NodeInfo;
@@ -165,9 +167,10 @@ pub(super) fn find_matching_volume<'v>(
         {
             continue;
         }
-        let reaches = v.node_affinity.as_ref().is_none_or(|s| {
-            RequiredNodeAffinity::from_selector(s).matches(node)
-        });
+        let reaches = v
+            .node_affinity
+            .as_ref()
+            .is_none_or(|s| RequiredNodeAffinity::from_selector(s).matches(node));
         if bound_here {
             // A volume pre-bound to the claim is the only candidate.
             return reaches.then_some(v);
@@ -178,7 +181,10 @@ pub(super) fn find_matching_volume<'v>(
                 .as_ref()
                 .is_some_and(|s| !label_selector::matches(Some(s), &v.labels))
             || !reaches
-            || !claim.access_modes.iter().all(|m| v.access_modes.contains(m))
+            || !claim
+                .access_modes
+                .iter()
+                .all(|m| v.access_modes.contains(m))
         {
             continue;
         }
@@ -260,7 +266,9 @@ fn capacity_for(
     capacities
         .into_iter()
         .find(|c| {
-            c.maximum_volume_size.or(c.capacity).is_some_and(|l| l >= size)
+            c.maximum_volume_size
+                .or(c.capacity)
+                .is_some_and(|l| l >= size)
                 && c.node_topology.is_some()
                 && label_selector::matches(c.node_topology.as_ref(), &labels)
         })

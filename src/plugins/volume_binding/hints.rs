@@ -7,9 +7,7 @@
 
 use super::VolumeBinding;
 use crate::cache::events::kinds;
-use crate::framework::queueing::{
-    ActionType, Change, EventResource, QueueingHint, queue_if,
-};
+use crate::framework::queueing::{ActionType, Change, EventResource, QueueingHint, queue_if};
 use crate::framework::{EnqueueExtensions, EventHint};
 use crate::objects::PodInfo;
 use crate::objects::csi::{CsiDriverInfo, CsiNodeInfo, StorageCapacityInfo};
@@ -160,19 +158,33 @@ mod tests {
         };
         let pvc = kinds::PERSISTENT_VOLUME_CLAIM;
         assert!(moves(object_event(pvc, None, Some(claim("ns", "data")))));
-        assert!(moves(object_event(pvc, Some(claim("ns", "data")), Some(claim("ns", "data")))));
+        assert!(moves(object_event(
+            pvc,
+            Some(claim("ns", "data")),
+            Some(claim("ns", "data"))
+        )));
         assert!(!moves(object_event(pvc, None, Some(claim("ns", "other")))));
-        assert!(!moves(object_event(pvc, None, Some(claim("elsewhere", "data")))));
+        assert!(!moves(object_event(
+            pvc,
+            None,
+            Some(claim("elsewhere", "data"))
+        )));
     }
 
     #[test]
     fn nodes_move_the_pod_when_added_or_relabelled_not_when_tainted() {
         let node = NodeInfo::new("n", [("zone", "a")]);
         assert!(moves(node_added(node.clone())));
-        assert!(moves(node_updated(node.clone(), NodeInfo::new("n", [("zone", "b")]))));
+        assert!(moves(node_updated(
+            node.clone(),
+            NodeInfo::new("n", [("zone", "b")])
+        )));
         let mut cordoned = node.clone();
         cordoned.unschedulable = true;
-        assert!(!moves(node_updated(cordoned, node)), "kube-scheduler registers no taint event");
+        assert!(
+            !moves(node_updated(cordoned, node)),
+            "kube-scheduler registers no taint event"
+        );
     }
 
     #[test]
@@ -191,7 +203,11 @@ mod tests {
         };
         let csi_node = kinds::CSI_NODE;
         assert!(moves(object_event(csi_node, None, Some(plain.clone()))));
-        assert!(moves(object_event(csi_node, Some(plain.clone()), Some(migrated))));
+        assert!(moves(object_event(
+            csi_node,
+            Some(plain.clone()),
+            Some(migrated)
+        )));
         assert!(
             !moves(object_event(csi_node, Some(plain), Some(limited))),
             "limits are NodeVolumeLimits' business"
@@ -218,8 +234,14 @@ mod tests {
         let stopped = || object_event(driver, Some(publishing.clone()), Some(quiet.clone()));
         assert!(moves_pod(&inline, stopped()));
         assert!(!moves(stopped()), "no in-line volume of the driver");
-        assert!(!moves_pod(&inline, object_event(driver, Some(quiet.clone()), Some(publishing))));
-        assert!(!moves_pod(&inline, object_event(driver, None, Some(quiet))), "adds are not registered");
+        assert!(!moves_pod(
+            &inline,
+            object_event(driver, Some(quiet.clone()), Some(publishing))
+        ));
+        assert!(
+            !moves_pod(&inline, object_event(driver, None, Some(quiet))),
+            "adds are not registered"
+        );
     }
 
     #[test]
@@ -231,8 +253,18 @@ mod tests {
             maximum_volume_size: maximum,
             ..Default::default()
         };
-        let grew = |old, new| moves(object_event(kinds::CSI_STORAGE_CAPACITY, Some(old), Some(new)));
-        assert!(moves(object_event(kinds::CSI_STORAGE_CAPACITY, None, Some(cap(None, None)))));
+        let grew = |old, new| {
+            moves(object_event(
+                kinds::CSI_STORAGE_CAPACITY,
+                Some(old),
+                Some(new),
+            ))
+        };
+        assert!(moves(object_event(
+            kinds::CSI_STORAGE_CAPACITY,
+            None,
+            Some(cap(None, None))
+        )));
         assert!(grew(cap(Some(1), None), cap(Some(2), None)));
         assert!(grew(cap(None, None), cap(Some(1), None)));
         assert!(!grew(cap(Some(2), None), cap(Some(1), None)));

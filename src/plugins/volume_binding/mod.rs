@@ -39,8 +39,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cache::ClusterState;
 use crate::framework::{
-    CycleState, FilterPlugin, NodeScore, PreFilterPlugin,
-    PreScorePlugin, ScorePlugin, Status,
+    CycleState, FilterPlugin, NodeScore, PreFilterPlugin, PreScorePlugin, ScorePlugin, Status,
 };
 use crate::objects::Keyed;
 use crate::objects::pod::VolumeClaim;
@@ -171,7 +170,6 @@ impl VolumeBinding {
             assumed: Assumed::default(),
         }
     }
-
 }
 
 impl Default for VolumeBinding {

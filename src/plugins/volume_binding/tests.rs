@@ -5,8 +5,8 @@ use k8s_openapi::api::core::v1::NodeSelector;
 
 use super::*;
 use crate::framework::{Code, Framework, WeightedPlugin};
-use crate::plugins::test_support::PodBuilder;
 use crate::objects::volume::{StorageClassInfo, VolumeInfo};
+use crate::plugins::test_support::PodBuilder;
 
 fn pod(claims: &[VolumeClaim]) -> PodInfo {
     PodBuilder::new("p").uid("pod-uid").claims(claims).build()
@@ -176,7 +176,9 @@ fn pods_without_claims_skip_and_rejections_reach_every_node() {
     let c = ClusterState::default();
     let mut state = CycleState::new();
     assert_eq!(
-        VolumeBinding::default().pre_filter(&mut state, &pod(&[]), &c).code(),
+        VolumeBinding::default()
+            .pre_filter(&mut state, &pod(&[]), &c)
+            .code(),
         Code::Skip
     );
     let f = Framework::new(

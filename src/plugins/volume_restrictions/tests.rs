@@ -58,13 +58,41 @@ fn in_line_disks_conflict_as_in_kube_scheduler() {
         (vec![gce("foo", false)], vec![gce("bar", false)], false),
         (vec![ebs("foo")], vec![ebs("foo")], true),
         (vec![ebs("foo")], vec![ebs("bar")], false),
-        (vec![iscsi("iqn.a", false)], vec![iscsi("iqn.a", false)], true),
-        (vec![iscsi("iqn.a", true)], vec![iscsi("iqn.a", true)], false),
-        (vec![iscsi("iqn.a", false)], vec![iscsi("iqn.b", false)], false),
-        (vec![rbd(&["a", "b"], "foo", false)], vec![rbd(&["b", "c"], "foo", false)], true),
-        (vec![rbd(&["a"], "foo", false)], vec![rbd(&["c"], "foo", false)], false),
-        (vec![rbd(&["a"], "foo", true)], vec![rbd(&["a"], "foo", true)], false),
-        (vec![rbd(&["a"], "foo", false)], vec![rbd(&["a"], "bar", false)], false),
+        (
+            vec![iscsi("iqn.a", false)],
+            vec![iscsi("iqn.a", false)],
+            true,
+        ),
+        (
+            vec![iscsi("iqn.a", true)],
+            vec![iscsi("iqn.a", true)],
+            false,
+        ),
+        (
+            vec![iscsi("iqn.a", false)],
+            vec![iscsi("iqn.b", false)],
+            false,
+        ),
+        (
+            vec![rbd(&["a", "b"], "foo", false)],
+            vec![rbd(&["b", "c"], "foo", false)],
+            true,
+        ),
+        (
+            vec![rbd(&["a"], "foo", false)],
+            vec![rbd(&["c"], "foo", false)],
+            false,
+        ),
+        (
+            vec![rbd(&["a"], "foo", true)],
+            vec![rbd(&["a"], "foo", true)],
+            false,
+        ),
+        (
+            vec![rbd(&["a"], "foo", false)],
+            vec![rbd(&["a"], "bar", false)],
+            false,
+        ),
         // Different kinds never conflict.
         (vec![gce("foo", false)], vec![ebs("foo")], false),
     ] {
@@ -123,14 +151,22 @@ fn a_read_write_once_pod_claim_in_use_rejects_every_node_until_its_user_goes() {
     let holder = user("holder", "once");
     c.apply_pod(holder.clone());
     let mut state = CycleState::new();
-    assert!(VolumeRestrictions.pre_filter(&mut state, &pod, &c).is_success());
+    assert!(
+        VolumeRestrictions
+            .pre_filter(&mut state, &pod, &c)
+            .is_success()
+    );
     let node = c.node("n").cloned().unwrap();
     let s = VolumeRestrictions.filter(&state, &pod, &node, &c);
     assert_eq!(s.code(), Code::Unschedulable);
     assert_eq!(s.message(), ERR_RWOP_CONFLICT);
     // Preemption removing the holder frees the claim.
     VolumeRestrictions.remove_pod(&mut state, &pod, &holder, &node, &c);
-    assert!(VolumeRestrictions.filter(&state, &pod, &node, &c).is_success());
+    assert!(
+        VolumeRestrictions
+            .filter(&state, &pod, &node, &c)
+            .is_success()
+    );
     VolumeRestrictions.add_pod(&mut state, &pod, &holder, &node, &c);
     assert_eq!(
         VolumeRestrictions.filter(&state, &pod, &node, &c).code(),
@@ -166,12 +202,24 @@ fn hints_queue_for_the_disk_or_claim_holder_only() {
         .on("n")
         .disks(&[gce("foo", false)])
         .build();
-    assert_eq!(deleted_pod_may_help(&pod, &deleted(with_disk)), QueueingHint::Queue);
-    assert_eq!(deleted_pod_may_help(&pod, &deleted(user("o", "once"))), QueueingHint::Queue);
-    assert_eq!(deleted_pod_may_help(&pod, &deleted(user("o", "many"))), QueueingHint::Skip);
+    assert_eq!(
+        deleted_pod_may_help(&pod, &deleted(with_disk)),
+        QueueingHint::Queue
+    );
+    assert_eq!(
+        deleted_pod_may_help(&pod, &deleted(user("o", "once"))),
+        QueueingHint::Queue
+    );
+    assert_eq!(
+        deleted_pod_may_help(&pod, &deleted(user("o", "many"))),
+        QueueingHint::Skip
+    );
     let elsewhere = PodBuilder::new("o")
         .namespace("other")
         .disks(&[gce("foo", false)])
         .build();
-    assert_eq!(deleted_pod_may_help(&pod, &deleted(elsewhere)), QueueingHint::Skip);
+    assert_eq!(
+        deleted_pod_may_help(&pod, &deleted(elsewhere)),
+        QueueingHint::Skip
+    );
 }

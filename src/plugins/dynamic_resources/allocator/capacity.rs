@@ -54,9 +54,9 @@ impl Amount {
     /// Parses a quantity string.
     pub fn parse(s: &str) -> Result<Amount, String> {
         let nano = parse_scaled(s, NANO).map_err(|e| e.to_string())?;
-        let suffix = s.trim().trim_start_matches(|c: char| {
-            c.is_ascii_digit() || matches!(c, '.' | '+' | '-')
-        });
+        let suffix = s
+            .trim()
+            .trim_start_matches(|c: char| c.is_ascii_digit() || matches!(c, '.' | '+' | '-'));
         // As Go's suffix lookup: the SI tables first (so "E" is exa), then
         // an exponent.
         let format = if suffix.ends_with('i') {
@@ -277,7 +277,11 @@ pub(super) fn consumption(
 fn consumed_of(requested: Option<Amount>, cap: &DeviceCapacity) -> Result<Amount, String> {
     let policy = cap.request_policy.as_ref();
     let Some(requested) = requested else {
-        return Amount::of(policy.and_then(|p| p.default.as_ref()).unwrap_or(&cap.value));
+        return Amount::of(
+            policy
+                .and_then(|p| p.default.as_ref())
+                .unwrap_or(&cap.value),
+        );
     };
     let Some(policy) = policy else {
         return Ok(requested);
@@ -344,7 +348,12 @@ fn round_up_range(requested: Amount, range: &CapacityRequestPolicyRange) -> Resu
                 requested.canonical()
             ));
         };
-        (NANO_PER_MILLI, requested_milli, step.milli(), range.min.milli())
+        (
+            NANO_PER_MILLI,
+            requested_milli,
+            step.milli(),
+            range.min.milli(),
+        )
     } else {
         if requested.value() > i128::from(i64::MAX) {
             return Err(format!(
@@ -355,12 +364,19 @@ fn round_up_range(requested: Amount, range: &CapacityRequestPolicyRange) -> Resu
         (NANO, requested.value(), step.value(), range.min.value())
     };
     if step_units <= 0 {
-        return Err(format!("{NOT_REPRESENTABLE}: step {} is not positive", step.canonical()));
+        return Err(format!(
+            "{NOT_REPRESENTABLE}: step {} is not positive",
+            step.canonical()
+        ));
     }
     let steps = div_ceil(requested_units - min_units, step_units);
     let rounded = min_units + step_units * steps;
     if min_units >= 0 && rounded > i128::from(i64::MAX) {
-        let bound = if milli { "the milli-value range" } else { "MaxInt64" };
+        let bound = if milli {
+            "the milli-value range"
+        } else {
+            "MaxInt64"
+        };
         return Err(format!(
             "{NOT_REPRESENTABLE}: rounding request {} up to the next step passes {bound}",
             requested.canonical()

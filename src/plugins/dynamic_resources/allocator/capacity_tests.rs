@@ -3,7 +3,9 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::resource::v1::{CapacityRequestPolicy, CapacityRequestPolicyRange, DeviceCapacity};
+use k8s_openapi::api::resource::v1::{
+    CapacityRequestPolicy, CapacityRequestPolicyRange, DeviceCapacity,
+};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use super::*;
@@ -115,20 +117,47 @@ fn quantities_are_written_as_go_writes_them() {
 #[test]
 fn consumption_follows_the_request_policy() {
     let plain = capacity("40Gi", None);
-    assert_eq!(consumed(None, plain.clone()).as_deref(), Ok("40Gi"), "the whole value");
+    assert_eq!(
+        consumed(None, plain.clone()).as_deref(),
+        Ok("40Gi"),
+        "the whole value"
+    );
     assert_eq!(consumed(Some("10Gi"), plain).as_deref(), Ok("10Gi"));
 
     let stepped = ranged("4", Some("2"), range("2", Some("2"), Some("4")));
-    assert_eq!(consumed(None, stepped.clone()).as_deref(), Ok("2"), "the default");
-    assert_eq!(consumed(Some("1"), stepped.clone()).as_deref(), Ok("2"), "up to the minimum");
-    assert_eq!(consumed(Some("3"), stepped.clone()).as_deref(), Ok("4"), "up to a step");
-    assert_eq!(consumed(Some("4"), stepped).as_deref(), Ok("4"), "on a step");
+    assert_eq!(
+        consumed(None, stepped.clone()).as_deref(),
+        Ok("2"),
+        "the default"
+    );
+    assert_eq!(
+        consumed(Some("1"), stepped.clone()).as_deref(),
+        Ok("2"),
+        "up to the minimum"
+    );
+    assert_eq!(
+        consumed(Some("3"), stepped.clone()).as_deref(),
+        Ok("4"),
+        "up to a step"
+    );
+    assert_eq!(
+        consumed(Some("4"), stepped).as_deref(),
+        Ok("4"),
+        "on a step"
+    );
 
     let open = ranged("10", None, range("1", None, None));
-    assert_eq!(consumed(Some("7"), open).as_deref(), Ok("7"), "no step: as asked");
+    assert_eq!(
+        consumed(Some("7"), open).as_deref(),
+        Ok("7"),
+        "no step: as asked"
+    );
 
     let fractional = ranged("1", Some("200m"), range("200m", Some("100m"), Some("1")));
-    assert_eq!(consumed(Some("250m"), fractional.clone()).as_deref(), Ok("300m"));
+    assert_eq!(
+        consumed(Some("250m"), fractional.clone()).as_deref(),
+        Ok("300m")
+    );
     assert_eq!(consumed(Some("400m"), fractional).as_deref(), Ok("400m"));
 
     let binary_step = ranged("8Gi", None, range("1Gi", Some("1Gi"), None));
@@ -140,8 +169,16 @@ fn consumption_follows_the_request_policy() {
 
     let values = valued("8", "1", &["2", "4"]);
     assert_eq!(consumed(Some("2"), values.clone()).as_deref(), Ok("2"));
-    assert_eq!(consumed(Some("3"), values.clone()).as_deref(), Ok("4"), "next valid value");
-    assert_eq!(consumed(Some("5"), values).as_deref(), Ok("5"), "above the set: as asked");
+    assert_eq!(
+        consumed(Some("3"), values.clone()).as_deref(),
+        Ok("4"),
+        "next valid value"
+    );
+    assert_eq!(
+        consumed(Some("5"), values).as_deref(),
+        Ok("5"),
+        "above the set: as asked"
+    );
 }
 
 // "request-above-maxint64-is-rejected", "requested value overflows milli
@@ -160,7 +197,10 @@ fn unrepresentable_and_negative_amounts_are_errors() {
 
     let err = consumed(Some("-1"), capacity("4", None)).expect_err("negative");
     assert!(err.contains("capacity value is negative"), "{err}");
-    assert!(err.starts_with("capacity \"bw\""), "names the capacity: {err}");
+    assert!(
+        err.starts_with("capacity \"bw\""),
+        "names the capacity: {err}"
+    );
 }
 
 // TestViolatesPolicy: "less than maximum", "more than maximum", "in set",
@@ -170,8 +210,16 @@ fn policies_reject_amounts_off_their_range_or_set() {
     let stepped = ranged("10", Some("2"), range("2", Some("2"), Some("6")));
     let policy = stepped.request_policy.as_ref();
     assert_eq!(violates_policy(amount("4"), policy), Ok(false));
-    assert_eq!(violates_policy(amount("8"), policy), Ok(true), "above the maximum");
-    assert_eq!(violates_policy(amount("3"), policy), Ok(true), "off the steps");
+    assert_eq!(
+        violates_policy(amount("8"), policy),
+        Ok(true),
+        "above the maximum"
+    );
+    assert_eq!(
+        violates_policy(amount("3"), policy),
+        Ok(true),
+        "off the steps"
+    );
     let fractional = ranged("1", None, range("200m", Some("100m"), None));
     let policy = fractional.request_policy.as_ref();
     assert_eq!(violates_policy(amount("300m"), policy), Ok(false));
@@ -180,7 +228,11 @@ fn policies_reject_amounts_off_their_range_or_set() {
     let policy = values.request_policy.as_ref();
     assert_eq!(violates_policy(amount("4"), policy), Ok(false));
     assert_eq!(violates_policy(amount("3"), policy), Ok(true));
-    assert_eq!(violates_policy(amount("1"), policy), Ok(false), "the default");
+    assert_eq!(
+        violates_policy(amount("1"), policy),
+        Ok(false),
+        "the default"
+    );
     assert_eq!(violates_policy(amount("3"), None), Ok(false), "no policy");
 }
 
@@ -191,9 +243,17 @@ fn a_device_fits_while_its_capacity_holds_every_share() {
     assert_eq!(fits(&four, Some(&device), None, None), Ok(true));
     let held = Consumed::from([("bw".to_owned(), 4 * NANO)]);
     let taking = Consumed::from([("bw".to_owned(), 2 * NANO)]);
-    assert_eq!(fits(&four, Some(&device), Some(&held), Some(&taking)), Ok(true), "10 of 10");
+    assert_eq!(
+        fits(&four, Some(&device), Some(&held), Some(&taking)),
+        Ok(true),
+        "10 of 10"
+    );
     let more = Consumed::from([("bw".to_owned(), 3 * NANO)]);
-    assert_eq!(fits(&four, Some(&device), Some(&held), Some(&more)), Ok(false), "11 of 10");
+    assert_eq!(
+        fits(&four, Some(&device), Some(&held), Some(&more)),
+        Ok(false),
+        "11 of 10"
+    );
     // A capacity the device does not have: another device may.
     let other = requests(&[("memory", "1")]);
     assert_eq!(fits(&other, Some(&device), None, None), Ok(false));
@@ -204,7 +264,11 @@ fn a_device_fits_while_its_capacity_holds_every_share() {
     assert_eq!(fits(&nothing, Some(&device), Some(&held), None), Ok(false));
     // A filled value that breaks the policy (no default): the device does not fit.
     let strict = one_capacity(valued("8", "1", &["2"]));
-    assert_eq!(fits(&nothing, Some(&strict), None, None), Ok(true), "the default");
+    assert_eq!(
+        fits(&nothing, Some(&strict), None, None),
+        Ok(true),
+        "the default"
+    );
     let no_default = one_capacity(capacity(
         "8",
         Some(CapacityRequestPolicy {
@@ -220,14 +284,23 @@ fn a_device_fits_while_its_capacity_holds_every_share() {
 fn only_devices_that_can_fail_are_checked() {
     let none = CapacityRequests::default();
     let plain = one_capacity(capacity("8", None));
-    assert!(!needs_check(&none, Some(&plain), false), "consumed whole, once");
+    assert!(
+        !needs_check(&none, Some(&plain), false),
+        "consumed whole, once"
+    );
     assert!(!needs_check(&none, None, false));
     assert!(needs_check(&none, Some(&plain), true), "shared");
-    assert!(needs_check(&requests(&[("bw", "1")]), None, false), "asks for capacity");
+    assert!(
+        needs_check(&requests(&[("bw", "1")]), None, false),
+        "asks for capacity"
+    );
     let policed = one_capacity(valued("8", "1", &["2"]));
     assert!(needs_check(&none, Some(&policed), false), "a policy");
     let negative = one_capacity(capacity("-1", None));
-    assert!(needs_check(&none, Some(&negative), false), "a negative value");
+    assert!(
+        needs_check(&none, Some(&negative), false),
+        "a negative value"
+    );
 }
 
 #[test]

@@ -17,8 +17,8 @@ use super::tests::{
     CLASS, DRIVER, arcs, cel, claim, class, device, node, picked, request, slice, string_attr,
     triple, with_attr,
 };
-use crate::cache::dra_taints::TaintRules;
 use super::{AllocatedDevices, Allocator, AllocatorError};
+use crate::cache::dra_taints::TaintRules;
 
 fn int_attr(i: i64) -> DeviceAttribute {
     DeviceAttribute {

@@ -94,8 +94,11 @@ impl Allocator {
         let mut out = Vec::new();
         for claim in &self.claims {
             for request in &claim.requests {
-                let choices: Vec<ChoiceCensus> =
-                    request.choices.iter().map(|c| count(c, slices, allocated, rules)).collect();
+                let choices: Vec<ChoiceCensus> = request
+                    .choices
+                    .iter()
+                    .map(|c| count(c, slices, allocated, rules))
+                    .collect();
                 if !choices.iter().any(ChoiceCensus::satisfiable) {
                     out.push(Unsatisfiable {
                         claim: claim.key.clone(),
@@ -133,7 +136,11 @@ fn count(
             matching += 1;
             let pool = spec.pool.name.as_str();
             let in_use = allocated.contains_parts(driver, pool, &device.name);
-            let taints = device.taints.iter().flatten().chain(rule_taints.of(&device.name));
+            let taints = device
+                .taints
+                .iter()
+                .flatten()
+                .chain(rule_taints.of(&device.name));
             if (in_use && !choice.admin_access) || taint_prevents(taints, &choice.tolerations) {
                 continue;
             }

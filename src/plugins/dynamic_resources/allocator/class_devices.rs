@@ -35,7 +35,8 @@ impl ClassDevices {
             .enumerate()
         {
             let expression = s.cel.as_ref().map_or("", |c| c.expression.as_str());
-            selectors.push(Selector::compile(expression).map_err(|e| format!("selector #{i}: {e}"))?);
+            selectors
+                .push(Selector::compile(expression).map_err(|e| format!("selector #{i}: {e}"))?);
         }
         Ok(ClassDevices { selectors })
     }

@@ -7,12 +7,12 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use k8s_openapi::api::resource::v1::Counter;
 use k8s_openapi::api::resource::v1::{
     AllocationResult, CounterSet, Device, DeviceAllocationConfiguration, DeviceClaimConfiguration,
     DeviceClass, DeviceConstraint, DeviceCounterConsumption, DeviceTaint, DeviceToleration,
     OpaqueDeviceConfiguration, ResourceClaim, ResourceSlice,
 };
-use k8s_openapi::api::resource::v1::Counter;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 
@@ -20,8 +20,8 @@ use super::tests::{
     CLASS, DRIVER, arcs, claim, class, device, node, picked, request, slice, string_attr, triple,
     with_attr,
 };
-use crate::cache::dra_taints::TaintRules;
 use super::{AllocatedDevices, Allocator, AllocatorError, DeviceId};
+use crate::cache::dra_taints::TaintRules;
 
 fn run(
     claims: Vec<ResourceClaim>,

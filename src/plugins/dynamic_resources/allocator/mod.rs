@@ -30,12 +30,12 @@
 
 mod capacity;
 mod cel;
-mod class_devices;
-mod census;
 #[cfg(test)]
 mod cel_tests;
 mod cel_values;
+mod census;
 mod checks;
+mod class_devices;
 #[cfg(test)]
 mod feature_tests;
 mod plan;

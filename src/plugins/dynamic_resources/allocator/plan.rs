@@ -7,8 +7,8 @@
 use std::sync::Arc;
 
 use k8s_openapi::api::resource::v1::{
-    CapacityRequirements, DeviceClass, DeviceRequest, DeviceSelector, DeviceSubRequest, DeviceToleration,
-    ExactDeviceRequest, ResourceClaim,
+    CapacityRequirements, DeviceClass, DeviceRequest, DeviceSelector, DeviceSubRequest,
+    DeviceToleration, ExactDeviceRequest, ResourceClaim,
 };
 
 use super::capacity::CapacityRequests;

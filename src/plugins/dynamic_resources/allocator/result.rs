@@ -6,16 +6,16 @@
 use std::collections::HashMap;
 
 use k8s_openapi::api::core::v1::{NodeSelector, NodeSelectorRequirement, NodeSelectorTerm};
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::api::resource::v1::{
     AllocationResult, DeviceAllocationConfiguration, DeviceAllocationResult,
     DeviceRequestAllocationResult,
 };
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use super::plan::ClaimPlan;
-use super::share_id;
 use super::pools::Pool;
 use super::search::Picked;
+use super::share_id;
 use super::types::AllocatorError;
 
 /// The allocation of `claim` from `picked` devices, `chosen` being the

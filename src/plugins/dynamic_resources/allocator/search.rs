@@ -194,8 +194,8 @@ impl<'s, 'a> Search<'s, 'a> {
                 // The device's capacity alone, not what is left of it: a
                 // device too full for the request stays in "all", so that
                 // the request fails rather than getting fewer devices.
-                let fits = capacity::device_fits(&choice.capacity, device, None, None)
-                    .map_err(|e| {
+                let fits =
+                    capacity::device_fits(&choice.capacity, device, None, None).map_err(|e| {
                         AllocatorError::fatal(format!(
                             "claim {}, request {name}: checking capacity for device {}: {e}",
                             claim.key, device.name
@@ -549,7 +549,8 @@ impl<'s, 'a> Search<'s, 'a> {
             }
         }
         let share = if shared {
-            let consumed = match capacity::consumption(&choice.capacity, c.device.capacity.as_ref()) {
+            let consumed = match capacity::consumption(&choice.capacity, c.device.capacity.as_ref())
+            {
                 Ok(consumed) => consumed,
                 Err(e) => {
                     self.undo(at, c, &taken)?;

@@ -65,7 +65,11 @@ fn shares(results: &[AllocationResult]) -> Vec<(String, Option<String>, bool)> {
         .iter()
         .flat_map(|r| r.devices.iter().flat_map(|d| d.results.iter().flatten()))
         .map(|d| {
-            let bw = d.consumed_capacity.as_ref().and_then(|c| c.get("bw")).map(|q| q.0.clone());
+            let bw = d
+                .consumed_capacity
+                .as_ref()
+                .and_then(|c| c.get("bw"))
+                .map(|q| q.0.clone());
             (d.device.clone(), bw, d.share_id.is_some())
         })
         .collect()
@@ -92,9 +96,13 @@ fn on_node(devices: Vec<Device>) -> Vec<k8s_openapi::api::resource::v1::Resource
 // device, each with its own share ID and nothing consumed.
 #[test]
 fn claims_share_a_device_without_capacity() {
-    let results = plain(two_claims(None), on_node(vec![shared("d1", None)]), &AllocatedDevices::new())
-        .expect("no error")
-        .expect("fits");
+    let results = plain(
+        two_claims(None),
+        on_node(vec![shared("d1", None)]),
+        &AllocatedDevices::new(),
+    )
+    .expect("no error")
+    .expect("fits");
     assert_eq!(shares(&results), [share("d1", None), share("d1", None)]);
     let ids: Vec<_> = results
         .iter()
@@ -137,7 +145,10 @@ fn shares_round_up_and_stop_at_the_capacity() {
     )
     .expect("no error")
     .expect("fits");
-    assert_eq!(shares(&results), [share("d1", Some("2")), share("d1", Some("2"))]);
+    assert_eq!(
+        shares(&results),
+        [share("d1", Some("2")), share("d1", Some("2"))]
+    );
     // 3 rounds up to 4: with the first share's 4, past the value.
     let none = plain(
         two_claims(Some("3")),
@@ -168,11 +179,20 @@ fn allocated_shares_leave_the_rest() {
         .into_iter()
         .collect()
     };
-    let devices = || on_node(vec![shared("d1", Some(stepped("4"))), shared("d2", Some(stepped("2")))]);
+    let devices = || {
+        on_node(vec![
+            shared("d1", Some(stepped("4"))),
+            shared("d2", Some(stepped("2"))),
+        ])
+    };
     let ask = || vec![claim("c0", vec![asking(request("req-0", 1), "2")])];
-    let rest = plain(ask(), devices(), &held(2)).expect("no error").expect("fits");
+    let rest = plain(ask(), devices(), &held(2))
+        .expect("no error")
+        .expect("fits");
     assert_eq!(shares(&rest), [share("d1", Some("2"))]);
-    let next = plain(ask(), devices(), &held(4)).expect("no error").expect("fits");
+    let next = plain(ask(), devices(), &held(4))
+        .expect("no error")
+        .expect("fits");
     assert_eq!(shares(&next), [share("d2", Some("2"))]);
     // A device taken whole by someone is in use, shareable or not.
     let mut both = held(4);
@@ -226,7 +246,10 @@ fn all_mode_keeps_the_devices_with_the_capacity() {
     }
     let results = plain(
         vec![claim("c0", vec![all])],
-        on_node(vec![shared("d1", Some(plain_capacity("2"))), shared("d2", None)]),
+        on_node(vec![
+            shared("d1", Some(plain_capacity("2"))),
+            shared("d2", None),
+        ]),
         &AllocatedDevices::new(),
     )
     .expect("no error")
@@ -241,12 +264,19 @@ fn all_mode_keeps_the_devices_with_the_capacity() {
 fn a_shared_device_consumes_its_counters_once() {
     let mut gpu = consumes(device("gpu"), 8);
     gpu.allow_multiple_allocations = Some(true);
-    let results = plain(two_claims(None), partitioned(vec![gpu.clone()]), &AllocatedDevices::new())
-        .expect("no error")
-        .expect("fits");
+    let results = plain(
+        two_claims(None),
+        partitioned(vec![gpu.clone()]),
+        &AllocatedDevices::new(),
+    )
+    .expect("no error")
+    .expect("fits");
     assert_eq!(
         picked(&results),
-        [[triple("req-0", "pool-1", "gpu")], [triple("req-0", "pool-1", "gpu")]],
+        [
+            [triple("req-0", "pool-1", "gpu")],
+            [triple("req-0", "pool-1", "gpu")]
+        ],
         "8Gi of 8Gi, counted once"
     );
     // A request for a device taken whole: the 4Gi partition.
@@ -255,14 +285,20 @@ fn a_shared_device_consumes_its_counters_once() {
         e.selectors = Some(vec![cel("!device.allowMultipleAllocations")]);
     }
     let devices = || partitioned(vec![gpu.clone(), consumes(device("half"), 4)]);
-    let free = plain(vec![claim("c0", vec![whole.clone()])], devices(), &AllocatedDevices::new())
-        .expect("no error")
-        .expect("fits");
+    let free = plain(
+        vec![claim("c0", vec![whole.clone()])],
+        devices(),
+        &AllocatedDevices::new(),
+    )
+    .expect("no error")
+    .expect("fits");
     assert_eq!(picked(&free), [[triple("req-0", "pool-1", "half")]]);
-    let held: AllocatedDevices =
-        [HeldDevice::Share(DeviceId::new(DRIVER, "pool-1", "gpu"), BTreeMap::new())]
-            .into_iter()
-            .collect();
+    let held: AllocatedDevices = [HeldDevice::Share(
+        DeviceId::new(DRIVER, "pool-1", "gpu"),
+        BTreeMap::new(),
+    )]
+    .into_iter()
+    .collect();
     let none = plain(vec![claim("c0", vec![whole])], devices(), &held).expect("no error");
     assert_eq!(none, None, "the gpu's share holds all 8Gi");
 }
@@ -285,7 +321,10 @@ fn unrepresentable_requests_abort() {
     };
     let err = plain(
         vec![claim("c0", vec![asking(request("req-0", 1), "1e19")])],
-        on_node(vec![shared("d1", Some(huge)), shared("d2", Some(plain_capacity("1e20")))]),
+        on_node(vec![
+            shared("d1", Some(huge)),
+            shared("d2", Some(plain_capacity("1e20"))),
+        ]),
         &AllocatedDevices::new(),
     )
     .expect_err("aborts");

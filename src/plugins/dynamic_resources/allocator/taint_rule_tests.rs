@@ -10,9 +10,7 @@ use k8s_openapi::api::resource::v1::{
 };
 
 use super::AllocatedDevices;
-use super::tests::{
-    DRIVER, allocate_tainted, claim, device, picked, request, slice, triple,
-};
+use super::tests::{DRIVER, allocate_tainted, claim, device, picked, request, slice, triple};
 use crate::cache::dra_taints::tests::rule;
 use crate::cache::dra_taints::{RuleTaint, TaintRules};
 
@@ -81,17 +79,27 @@ fn gpu0_rule(key: &str) -> DeviceTaintRule {
 // "tainted-two-devices" with the taint from a rule ("add-taint-for-device").
 #[test]
 fn a_rule_tainting_one_device_blocks_it() {
-    assert_eq!(pick(tolerating(1, &[]), &TaintRules::default()).as_deref(), Some(&["gpu-0".to_owned()][..]));
+    assert_eq!(
+        pick(tolerating(1, &[]), &TaintRules::default()).as_deref(),
+        Some(&["gpu-0".to_owned()][..])
+    );
     let r = rules(&[gpu0_rule("broken")]);
     assert_eq!(pick(tolerating(1, &[]), &r), Some(vec!["gpu-1".to_owned()]));
-    assert_eq!(pick(tolerating(2, &[]), &r), None, "one of two devices is left");
+    assert_eq!(
+        pick(tolerating(2, &[]), &r),
+        None,
+        "one of two devices is left"
+    );
 }
 
 // "tainted-two-devices-tolerated".
 #[test]
 fn a_toleration_lets_the_device_through() {
     let r = rules(&[gpu0_rule("broken")]);
-    assert_eq!(pick(tolerating(2, &["broken"]), &r), Some(vec!["gpu-0".to_owned(), "gpu-1".to_owned()]));
+    assert_eq!(
+        pick(tolerating(2, &["broken"]), &r),
+        Some(vec!["gpu-0".to_owned(), "gpu-1".to_owned()])
+    );
     assert_eq!(pick(tolerating(2, &["other"]), &r), None);
 }
 
@@ -104,10 +112,16 @@ fn a_rule_for_other_devices_changes_nothing() {
     let elsewhere = rules(&[
         rule("driver", Some((Some("other.example.com"), None, None))),
         rule("pool", Some((None, Some("pool-2"), None))),
-        rule("device", Some((Some(DRIVER), Some("pool-1"), Some("gpu-9")))),
+        rule(
+            "device",
+            Some((Some(DRIVER), Some("pool-1"), Some("gpu-9"))),
+        ),
         rule("no-selector", None),
     ]);
-    assert_eq!(pick(tolerating(2, &[]), &elsewhere).map(|d| d.len()), Some(2));
+    assert_eq!(
+        pick(tolerating(2, &[]), &elsewhere).map(|d| d.len()),
+        Some(2)
+    );
     let everything = rules(&[rule("all", Some((None, None, None)))]);
     assert_eq!(pick(tolerating(1, &[]), &everything), None);
     let this_pool = rules(&[rule("pool", Some((None, Some("pool-1"), None)))]);
@@ -123,7 +137,11 @@ fn no_execute_blocks_and_none_does_not() {
     assert_eq!(pick(tolerating(2, &[]), &r), None);
     for effect in ["None", "SomeFutureEffect"] {
         let r = rules(&[with_effect(gpu0_rule("note"), effect)]);
-        assert_eq!(pick(tolerating(2, &[]), &r).map(|d| d.len()), Some(2), "{effect}");
+        assert_eq!(
+            pick(tolerating(2, &[]), &r).map(|d| d.len()),
+            Some(2),
+            "{effect}"
+        );
     }
 }
 

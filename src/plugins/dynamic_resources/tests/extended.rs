@@ -75,29 +75,54 @@ fn a_node_without_the_resource_gets_a_claim_for_it() {
     let p = gpu_pod("p", "1");
     let mut state = CycleState::new();
     assert!(plugin.pre_filter(&mut state, &p, &c).is_success());
-    assert!(plugin.filter(&state, &p, &node_with("n1", None), &c).is_success());
+    assert!(
+        plugin
+            .filter(&state, &p, &node_with("n1", None), &c)
+            .is_success()
+    );
     let n1 = choice(&state, "n1").unwrap();
     let extended = n1.extended.as_ref().unwrap();
-    let requests = extended.claim.spec.as_ref().unwrap().devices.as_ref().unwrap();
+    let requests = extended
+        .claim
+        .spec
+        .as_ref()
+        .unwrap()
+        .devices
+        .as_ref()
+        .unwrap();
     let requests = requests.requests.as_ref().unwrap();
     assert_eq!(requests.len(), 1);
     // `cpu` sorts first among the container's request names.
     assert_eq!(requests[0].name, "container-0-request-1");
     assert_eq!(
-        requests[0].exactly.as_ref().map(|e| (&*e.device_class_name, e.count)),
+        requests[0]
+            .exactly
+            .as_ref()
+            .map(|e| (&*e.device_class_name, e.count)),
         Some(("gpu", Some(1)))
     );
     let meta = &extended.claim.metadata;
     assert_eq!(meta.generate_name.as_deref(), Some("p-extended-resources-"));
     assert_eq!(
-        meta.annotations.as_ref().and_then(|a| a.get(ANNOTATION)).map(String::as_str),
+        meta.annotations
+            .as_ref()
+            .and_then(|a| a.get(ANNOTATION))
+            .map(String::as_str),
         Some("true")
     );
-    let devices = extended.allocation.devices.as_ref().and_then(|d| d.results.as_ref());
+    let devices = extended
+        .allocation
+        .devices
+        .as_ref()
+        .and_then(|d| d.results.as_ref());
     assert_eq!(devices.map(|r| r[0].device.as_str()), Some("gpu-0"));
     assert_eq!(extended.mappings[0].request_name, "container-0-request-1");
     // A node whose device plugin provides the resource needs no claim.
-    assert!(plugin.filter(&state, &p, &node_with("n3", Some("1")), &c).is_success());
+    assert!(
+        plugin
+            .filter(&state, &p, &node_with("n3", Some("1")), &c)
+            .is_success()
+    );
     assert!(choice(&state, "n3").is_none());
     // Two GPUs do not fit a node with one device.
     let two = gpu_pod("two", "2");
@@ -161,7 +186,10 @@ fn a_stale_claim_is_deleted_by_post_filter() {
     assert_eq!(s.code(), Code::UnschedulableAndUnresolvable);
     assert_eq!(s.message(), ERR_STALE);
     let result = post_filter_on(plugin, &p, &state, &mut c);
-    assert_eq!(result.status.message(), "deletion of ResourceClaim completed");
+    assert_eq!(
+        result.status.message(),
+        "deletion of ResourceClaim completed"
+    );
     let what: Vec<&str> = result.writes.iter().map(|w| w.what()).collect();
     assert_eq!(what, ["delete ResourceClaim ns/p-extended-resources-x1"]);
 }

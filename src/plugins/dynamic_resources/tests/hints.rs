@@ -28,19 +28,39 @@ fn claim_events_move_a_pod_only_when_they_may_free_or_bring_its_devices() {
     let other_allocated = allocated(claim("other"), "gpu-0", Some("n1"));
     // Someone else's claim: allocated, or changed otherwise, frees nothing.
     assert!(!moves(claim_event("other", None, Some(other.clone()))));
-    assert!(!moves(claim_event("other", Some(other.clone()), Some(other_allocated.clone()))));
-    assert!(!moves(claim_event("other", Some(other.clone()), None)), "deleted unallocated");
+    assert!(!moves(claim_event(
+        "other",
+        Some(other.clone()),
+        Some(other_allocated.clone())
+    )));
+    assert!(
+        !moves(claim_event("other", Some(other.clone()), None)),
+        "deleted unallocated"
+    );
     // ... deallocated or deleted with its allocation, it may free a device.
-    assert!(moves(claim_event("other", Some(other_allocated.clone()), Some(other))));
+    assert!(moves(claim_event(
+        "other",
+        Some(other_allocated.clone()),
+        Some(other)
+    )));
     assert!(moves(claim_event("other", Some(other_allocated), None)));
-    assert!(moves(claim_event("other", None, None)), "deleted, final state unknown");
+    assert!(
+        moves(claim_event("other", None, None)),
+        "deleted, final state unknown"
+    );
     // The pod's own claim: created, or its status changed.
     let mine = claim("mine");
     assert!(moves(claim_event("mine", None, Some(mine.clone()))));
-    assert!(!moves(claim_event("mine", Some(mine.clone()), Some(mine.clone()))), "same status");
+    assert!(
+        !moves(claim_event("mine", Some(mine.clone()), Some(mine.clone()))),
+        "same status"
+    );
     let mut finalized = mine.clone();
     finalized.metadata.finalizers = Some(vec!["resource.kubernetes.io/delete-protection".into()]);
-    assert!(!moves(claim_event("mine", Some(mine.clone()), Some(finalized))), "metadata only");
+    assert!(
+        !moves(claim_event("mine", Some(mine.clone()), Some(finalized))),
+        "metadata only"
+    );
     let mine_allocated = allocated(mine.clone(), "gpu-1", Some("n1"));
     assert!(moves(claim_event("mine", Some(mine), Some(mine_allocated))));
 }

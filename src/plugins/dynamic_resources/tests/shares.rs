@@ -49,8 +49,16 @@ fn claiming(pod_name: &str, claim: &str) -> PodInfo {
 #[test]
 fn shares_in_flight_and_in_the_cache_take_their_capacity() {
     let plugin = DynamicResources::default();
-    let cluster = nic_cluster(vec![asking("a", "6G"), asking("b", "6G"), asking("c", "4G")]);
-    let (pa, pb, pc) = (claiming("pa", "a"), claiming("pb", "b"), claiming("pc", "c"));
+    let cluster = nic_cluster(vec![
+        asking("a", "6G"),
+        asking("b", "6G"),
+        asking("c", "4G"),
+    ]);
+    let (pa, pb, pc) = (
+        claiming("pa", "a"),
+        claiming("pb", "b"),
+        claiming("pc", "c"),
+    );
     let filter = |p: &PodInfo, cluster: &ClusterState| {
         let mut state = CycleState::new();
         assert!(plugin.pre_filter(&mut state, p, cluster).is_success());
@@ -79,7 +87,9 @@ fn shares_in_flight_and_in_the_cache_take_their_capacity() {
     let (state_a, _) = filter(&pa, &cluster);
     let chosen = state_a.read::<DraCycle>().and_then(|cycle| {
         let by_node = cycle.by_node.lock();
-        by_node.get("n1").and_then(|choice| choice.results.first().cloned())
+        by_node
+            .get("n1")
+            .and_then(|choice| choice.results.first().cloned())
     });
     let mut written = asking("a", "6G");
     written.status = Some(ResourceClaimStatus {

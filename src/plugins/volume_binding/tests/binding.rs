@@ -12,8 +12,10 @@ use crate::plugins::test_support::{self, PodBuilder};
 const GI: i64 = 1 << 30;
 
 fn on_node(node: &str) -> NodeSelector {
-    serde_json::from_value(serde_json::json!({"nodeSelectorTerms": [{"matchExpressions": [
-        {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]}]}))
+    serde_json::from_value(
+        serde_json::json!({"nodeSelectorTerms": [{"matchExpressions": [
+        {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]}]}),
+    )
     .unwrap()
 }
 
@@ -58,7 +60,8 @@ fn cluster() -> ClusterState {
     let mut c = ClusterState::default();
     c.objects_mut::<StorageClassInfo>()
         .apply(class("local", "kubernetes.io/no-provisioner"));
-    c.objects_mut::<StorageClassInfo>().apply(class("fast", "csi.example.com"));
+    c.objects_mut::<StorageClassInfo>()
+        .apply(class("fast", "csi.example.com"));
     for v in [
         local_pv("pv-a-big", "a", 10),
         local_pv("pv-a-small", "a", 2),
@@ -91,7 +94,8 @@ fn filter_all(
 #[test]
 fn static_volumes_smallest_first_on_reachable_nodes() {
     let mut c = cluster();
-    c.objects_mut::<ClaimInfo>().apply(wffc_claim("data", "local", 1));
+    c.objects_mut::<ClaimInfo>()
+        .apply(wffc_claim("data", "local", 1));
     let vb = VolumeBinding::default();
     let p = pod_with(&["data"]);
     let (state, v) = filter_all(&vb, &p, &c, &[node("a"), node("b"), node("c")]);
@@ -107,7 +111,8 @@ fn static_volumes_smallest_first_on_reachable_nodes() {
     let scores = test_support::score_both_ways(&vb, &state, &p, &[&a, &b], &c);
     assert_eq!(scores[0].note.as_deref(), Some("ns/data -> pv-a-small"));
     // Too big for every volume on b; access modes must be offered.
-    c.objects_mut::<ClaimInfo>().apply(wffc_claim("huge", "local", 6));
+    c.objects_mut::<ClaimInfo>()
+        .apply(wffc_claim("huge", "local", 6));
     let (_, v) = filter_all(&vb, &pod_with(&["huge"]), &c, &[node("a"), node("b")]);
     assert!(v[0].is_success());
     assert_eq!(v[1].message(), ERR_BIND_CONFLICT);
@@ -122,8 +127,10 @@ fn static_volumes_smallest_first_on_reachable_nodes() {
 #[test]
 fn reserve_keeps_the_next_pod_off_the_chosen_volume_until_unreserve() {
     let mut c = cluster();
-    c.objects_mut::<ClaimInfo>().apply(wffc_claim("one", "local", 1));
-    c.objects_mut::<ClaimInfo>().apply(wffc_claim("two", "local", 1));
+    c.objects_mut::<ClaimInfo>()
+        .apply(wffc_claim("one", "local", 1));
+    c.objects_mut::<ClaimInfo>()
+        .apply(wffc_claim("two", "local", 1));
     let vb = VolumeBinding::default();
     let first = pod_with(&["one"]);
     let (mut state, _) = filter_all(&vb, &first, &c, &[node("b")]);
@@ -131,7 +138,11 @@ fn reserve_keeps_the_next_pod_off_the_chosen_volume_until_unreserve() {
     assert!(vb.pre_bind_pre_flight(&state, &first, "b").is_success());
     let second = pod_with(&["two"]);
     let (_, v) = filter_all(&vb, &second, &c, &[node("b")]);
-    assert_eq!(v[0].message(), ERR_BIND_CONFLICT, "pv-b is assumed for ns/one");
+    assert_eq!(
+        v[0].message(),
+        ERR_BIND_CONFLICT,
+        "pv-b is assumed for ns/one"
+    );
     vb.unreserve(&mut state, &first, "b");
     let (_, v) = filter_all(&vb, &second, &c, &[node("b")]);
     assert!(v[0].is_success());
@@ -157,13 +168,17 @@ fn reserve_keeps_the_next_pod_off_the_chosen_volume_until_unreserve() {
 #[test]
 fn provisioning_follows_class_topology_capacity_and_selected_node() {
     let mut c = cluster();
-    c.objects_mut::<ClaimInfo>().apply(wffc_claim("dyn", "fast", 3));
+    c.objects_mut::<ClaimInfo>()
+        .apply(wffc_claim("dyn", "fast", 3));
     let vb = VolumeBinding::default();
     let p = pod_with(&["dyn"]);
     let (mut state, v) = filter_all(&vb, &p, &c, &[node("a")]);
     assert!(v[0].is_success());
     assert!(vb.reserve(&mut state, &p, "a").is_success());
-    assert!(vb.pre_bind_pre_flight(&state, &p, "a").is_success(), "must provision");
+    assert!(
+        vb.pre_bind_pre_flight(&state, &p, "a").is_success(),
+        "must provision"
+    );
     // The class allows zone b only.
     c.objects_mut::<StorageClassInfo>().apply(StorageClassInfo {
         allowed_topologies: vec![
@@ -175,7 +190,8 @@ fn provisioning_follows_class_topology_capacity_and_selected_node() {
     });
     let (_, v) = filter_all(&vb, &p, &c, &[node("a")]);
     assert_eq!(v[0].message(), ERR_BIND_CONFLICT);
-    c.objects_mut::<StorageClassInfo>().apply(class("fast", "csi.example.com"));
+    c.objects_mut::<StorageClassInfo>()
+        .apply(class("fast", "csi.example.com"));
     // The driver publishes capacity: 2Gi on zone a is not enough for 3Gi.
     c.objects_mut::<CsiDriverInfo>().apply(CsiDriverInfo {
         name: "csi.example.com".into(),
@@ -214,17 +230,25 @@ fn provisioning_follows_class_topology_capacity_and_selected_node() {
 #[test]
 fn a_claim_being_provisioned_for_a_reserved_pod_keeps_a_second_pod_on_that_node() {
     let mut c = cluster();
-    c.objects_mut::<ClaimInfo>().apply(wffc_claim("shared", "fast", 1));
+    c.objects_mut::<ClaimInfo>()
+        .apply(wffc_claim("shared", "fast", 1));
     let vb = VolumeBinding::default();
     let (first, second) = (pod_with(&["shared"]), pod_with(&["shared"]));
     let (mut state, v) = filter_all(&vb, &first, &c, &[node("a"), node("b")]);
-    assert!(v.iter().all(Status::is_success), "either node can provision");
+    assert!(
+        v.iter().all(Status::is_success),
+        "either node can provision"
+    );
     assert!(vb.reserve(&mut state, &first, "a").is_success());
     // kube-scheduler's Reserve assumes the claim with selected-node a: until
     // PreBind's write shows in the cache, the second pod fits a only.
     let (_, v) = filter_all(&vb, &second, &c, &[node("a"), node("b")]);
     assert!(v[0].is_success(), "{}", v[0].message());
-    assert_eq!(v[1].message(), ERR_BIND_CONFLICT, "ns/shared is provisioned on a");
+    assert_eq!(
+        v[1].message(),
+        ERR_BIND_CONFLICT,
+        "ns/shared is provisioned on a"
+    );
     vb.unreserve(&mut state, &first, "a");
     let (_, v) = filter_all(&vb, &second, &c, &[node("a"), node("b")]);
     assert!(v.iter().all(Status::is_success), "given back at Unreserve");
@@ -248,10 +272,19 @@ fn bound_and_unbound_reasons_come_together_in_kube_schedulers_order() {
         fully_bound: true,
         ..wffc_claim("bound", "local", 1)
     });
-    c.objects_mut::<ClaimInfo>().apply(wffc_claim("huge", "local", 50));
-    let (_, v) = filter_all(&VolumeBinding::default(), &pod_with(&["bound", "huge"]), &c, &[node("a")]);
+    c.objects_mut::<ClaimInfo>()
+        .apply(wffc_claim("huge", "local", 50));
+    let (_, v) = filter_all(
+        &VolumeBinding::default(),
+        &pod_with(&["bound", "huge"]),
+        &c,
+        &[node("a")],
+    );
     assert_eq!(
-        v[0].reasons().iter().map(|r| r.as_str()).collect::<Vec<_>>(),
+        v[0].reasons()
+            .iter()
+            .map(|r| r.as_str())
+            .collect::<Vec<_>>(),
         [ERR_NODE_CONFLICT, ERR_BIND_CONFLICT]
     );
 }
@@ -278,14 +311,32 @@ fn args_are_parsed_strictly() {
     let d = parse(serde_json::json!({})).unwrap();
     assert_eq!(d, VolumeBindingArgs::default());
     assert_eq!(d.bind_timeout_seconds, 600);
-    assert_eq!(parse(serde_json::json!({"bindTimeoutSeconds": 5})).unwrap().bind_timeout_seconds, 5);
-    let e = parse(serde_json::json!({"bindTimeoutSeconds": -1})).unwrap_err().to_string();
-    assert!(e.contains("invalid BindTimeoutSeconds, should not be a negative value"), "{e}");
+    assert_eq!(
+        parse(serde_json::json!({"bindTimeoutSeconds": 5}))
+            .unwrap()
+            .bind_timeout_seconds,
+        5
+    );
+    let e = parse(serde_json::json!({"bindTimeoutSeconds": -1}))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("invalid BindTimeoutSeconds, should not be a negative value"),
+        "{e}"
+    );
     let e = parse(serde_json::json!({"shape": [{"utilization": 50, "score": 1}, {"utilization": 10, "score": 2}]}))
         .unwrap_err()
         .to_string();
-    assert!(e.contains("shape[1].utilization: 10: values must be sorted in increasing order"), "{e}");
-    let e = parse(serde_json::json!({"shape": [{"utilization": 0, "score": 11}]})).unwrap_err().to_string();
-    assert!(e.contains("shape[0].score: 11: not in valid range [0, 10]"), "{e}");
+    assert!(
+        e.contains("shape[1].utilization: 10: values must be sorted in increasing order"),
+        "{e}"
+    );
+    let e = parse(serde_json::json!({"shape": [{"utilization": 0, "score": 11}]}))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("shape[0].score: 11: not in valid range [0, 10]"),
+        "{e}"
+    );
     assert!(parse(serde_json::json!({"nope": 1})).is_err());
 }
