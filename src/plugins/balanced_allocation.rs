@@ -189,30 +189,51 @@ impl BalancedAllocation {
         let PodRequests(requests, dra) = requests;
         let dra = |i: usize| dra.as_ref().and_then(|d| d.totals(i, node, cluster));
         let usage = cluster.usage_of(node);
-        // (allocatable, the node's pods' request, the pod's) of each resource
-        // that takes part; walked per balance instead of collected, so a
-        // node's score allocates nothing.
-        let parts = || {
-            self.resources.iter().zip(requests).enumerate().filter_map(
-                move |(i, (resource, &pod))| {
-                    resource
-                        .allocatable_and_allocated(
-                            node,
-                            usage,
-                            pod,
-                            NodeRequests::Requested,
-                            || dra(i),
-                        )
-                        .map(|(allocatable, allocated)| (allocatable, allocated, pod))
-                },
-            )
+        // Each resource's share of the node with the pod and without it, for
+        // the resources that take part: worked out once (a balance reads them
+        // twice), on the stack up to INLINE_RESOURCES.
+        let shares = (self.resources.iter().zip(requests).enumerate()).filter_map(
+            |(i, (resource, &pod))| {
+                let (allocatable, used) = resource.allocatable_and_allocated(
+                    node,
+                    usage,
+                    pod,
+                    NodeRequests::Requested,
+                    || dra(i),
+                )?;
+                Some((
+                    fraction(used + pod, allocatable),
+                    fraction(used, allocatable),
+                ))
+            },
+        );
+        let mut inline = [(0.0, 0.0); INLINE_RESOURCES];
+        let mut spilled: Vec<(f64, f64)> = Vec::new();
+        let mut count = 0;
+        for share in shares {
+            match inline.get_mut(count) {
+                Some(slot) => *slot = share,
+                None if spilled.is_empty() => spilled.extend(inline.iter().copied().chain([share])),
+                None => spilled.push(share),
+            }
+            count += 1;
+        }
+        let shares = if count <= INLINE_RESOURCES {
+            &inline[..count]
+        } else {
+            &spilled[..]
         };
-        let with_pod = balance(parts().map(|(a, used, pod)| fraction(used + pod, a)));
-        let without_pod = balance(parts().map(|(a, used, _)| fraction(used, a)));
+        let with_pod = balance(shares.iter().map(|&(with, _)| with));
+        let without_pod = balance(shares.iter().map(|&(_, without)| without));
         let half = MAX_NODE_SCORE / 2;
         half + (half + with_pod - without_pod) / 2
     }
 }
+
+/// How many resources a node's balance is worked out over without
+/// allocating: kube-scheduler's default (cpu and memory) and a few extended
+/// resources besides.
+const INLINE_RESOURCES: usize = 4;
 
 /// `requested / allocatable`, at most 1 (`allocatable` is not 0).
 fn fraction(requested: i64, allocatable: i64) -> f64 {
@@ -308,6 +329,53 @@ mod tests {
 
     /// The cases of kube-scheduler's `TestNodeResourcesBalancedAllocation`
     /// (`balanced_allocation_test.go`), but for the DRA ones.
+    /// Five resources take part, one more than the stack holds, and four.
+    #[test]
+    fn more_resources_than_the_stack_holds_score_as_fewer_do() {
+        let names = [
+            "cpu",
+            "memory",
+            "ephemeral-storage",
+            "example.com/a",
+            "example.com/b",
+        ];
+        let wide = NodeInfo {
+            allocatable: res(&[
+                ("cpu", "4"),
+                ("memory", "4000"),
+                ("ephemeral-storage", "4000"),
+                ("example.com/a", "4"),
+                ("example.com/b", "4"),
+                ("pods", "100"),
+            ]),
+            ..NodeInfo::new("wide", Vec::<(String, String)>::new())
+        };
+        let incoming = pod(
+            None,
+            &[&[
+                ("cpu", "1"),
+                ("memory", "2000"),
+                ("ephemeral-storage", "3000"),
+                ("example.com/a", "1"),
+                ("example.com/b", "4"),
+            ]],
+        );
+        // Shares with the pod 1/4, 1/2, 3/4, 1/4 and 1, none without it:
+        // std 0.2916 (five) and 0.2073 (four), so 70 and 79 against 100.
+        for (taking_part, expected) in [(5, 60), (4, 64)] {
+            let list: Vec<String> = (names[..taking_part].iter())
+                .map(|n| format!("{{name: {n}, weight: 1}}"))
+                .collect();
+            let a = args(&format!("resources: [{}]", list.join(", "))).unwrap();
+            let (code, got) = scores(&a, &incoming, std::slice::from_ref(&wide), vec![]);
+            assert_eq!(
+                (code, got),
+                (Code::Success, vec![expected]),
+                "{taking_part} resources"
+            );
+        }
+    }
+
     #[test]
     fn scores_match_kube_schedulers_table() {
         let d = BalancedAllocationArgs::default();
