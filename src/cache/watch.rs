@@ -195,8 +195,9 @@ fn assigned_pod_event(old: Option<Arc<PodInfo>>, new: Option<Arc<PodInfo>>) -> O
 }
 
 /// Watches forever every kind only standalone mode reads, each into its
-/// [`Objects`] store, each change an event of [`EventResource::Kind`] named
-/// as the watch is (plugins that read a kind register for its events):
+/// [`Objects`](crate::cache::Objects) store, each change an event of
+/// [`EventResource::Kind`] named as the watch is (plugins that read a kind
+/// register for its events):
 ///
 /// - PodDisruptionBudgets (preemption prefers victims no budget protects);
 /// - PersistentVolumeClaims, PersistentVolumes, StorageClasses (VolumeBinding,
