@@ -114,6 +114,55 @@ pub trait PreEnqueuePlugin: Plugin {
     fn pre_enqueue(&self, pod: &PodInfo, cluster: &ClusterState) -> Status;
 }
 
+/// Implements [`ScorePlugin::score`] and [`ScorePlugin::score_batch`], inside
+/// `impl ScorePlugin for …`, for a plugin whose score reads what its PreScore
+/// wrote (`$written`). One node's score comes from the plugin's method
+/// `per_node(&self, &$written, &NodeInfo, &ClusterState) -> NodeScore`, or
+/// from a function of the last three (`fn path`); the batch reads the cycle
+/// state once for all its nodes, e.g.
+/// `placer::score_from_pre_score!(PodRequests, node_score);` or
+/// `placer::score_from_pre_score!(PreScoreState, fn spread_score);`.
+#[macro_export]
+macro_rules! score_from_pre_score {
+    ($written:ty, fn $per_node:path) => {
+        $crate::score_from_pre_score!(@with $written, |_plugin, written, node, cluster| {
+            $per_node(written, node, cluster)
+        });
+    };
+    ($written:ty, $per_node:ident) => {
+        $crate::score_from_pre_score!(@with $written, |plugin, written, node, cluster| {
+            plugin.$per_node(written, node, cluster)
+        });
+    };
+    (@with $written:ty, |$plugin:ident, $w:ident, $node:ident, $cluster:ident| $one:block) => {
+        fn score(
+            &self,
+            state: &$crate::framework::CycleState,
+            _: &$crate::objects::PodInfo,
+            $node: &$crate::objects::NodeInfo,
+            $cluster: &$crate::cache::ClusterState,
+        ) -> Result<$crate::framework::NodeScore, $crate::framework::Status> {
+            let ($plugin, $w) = (self, state.from_pre_score::<$written>()?);
+            Ok($one)
+        }
+
+        fn score_batch(
+            &self,
+            state: &$crate::framework::CycleState,
+            _: &$crate::objects::PodInfo,
+            nodes: &[&$crate::objects::NodeInfo],
+            $cluster: &$crate::cache::ClusterState,
+            scores: &mut [$crate::framework::NodeScore],
+        ) -> Result<(), $crate::framework::Status> {
+            let ($plugin, $w) = (self, state.from_pre_score::<$written>()?);
+            for (slot, $node) in scores.iter_mut().zip(nodes) {
+                *slot = $one;
+            }
+            Ok(())
+        }
+    };
+}
+
 /// Implements [`Plugin`] for a plugin type: its name and the extension
 /// points it takes part in, e.g.
 /// `placer::plugin!(NetQos, "NetQoS", [pre_score, score]);`.
@@ -428,22 +477,6 @@ pub trait ScorePlugin: Plugin {
     fn normalize(&self, _state: &CycleState, _pod: &PodInfo, _scores: &mut [NodeScore]) -> Status {
         Status::success()
     }
-}
-
-/// The body of a [`ScorePlugin::score_batch`] that reads what the plugin's
-/// PreScore wrote (`T`) once per batch rather than once per node: `score`
-/// gets it with each node. Without it the batch fails as `score` does.
-pub fn score_each_with<T: std::any::Any + Send + Sync>(
-    state: &CycleState,
-    nodes: &[&NodeInfo],
-    scores: &mut [NodeScore],
-    score: impl Fn(&T, &NodeInfo) -> NodeScore,
-) -> Result<(), Status> {
-    let written = state.from_pre_score::<T>()?;
-    for (slot, node) in scores.iter_mut().zip(nodes) {
-        *slot = score(written, node);
-    }
-    Ok(())
 }
 
 /// Claims what the pod will use on its node before the binding cycle starts

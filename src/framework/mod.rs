@@ -31,7 +31,7 @@ pub use interface::{
     BindPlugin, Diagnosis, FilterPlugin, MAX_NODE_SCORE, MIN_NODE_SCORE, NodeScore, Nominating,
     Nomination, Permit, PermitPlugin, Plugin, PostBindPlugin, PostFilterPlugin, PostFilterResult,
     PreBindPlugin, PreEnqueuePlugin, PreFilterExtensions, PreFilterPlugin, PreScorePlugin,
-    QueueSortPlugin, QueuedPodInfo, ReservePlugin, ScorePlugin, candidates, score_each_with,
+    QueueSortPlugin, QueuedPodInfo, ReservePlugin, ScorePlugin, candidates,
 };
 pub use pod_events::{PodEventSink, PodEvents};
 pub use pre_filter_result::PreFilterResult;

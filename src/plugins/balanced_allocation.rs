@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cache::ClusterState;
 use crate::framework::{
-    CycleState, MAX_NODE_SCORE, NodeScore, PreScorePlugin, ScorePlugin, Status, score_each_with,
+    CycleState, MAX_NODE_SCORE, NodeScore, PreScorePlugin, ScorePlugin, Status,
 };
 use crate::objects::{NodeInfo, PodInfo};
 use crate::plugins::node_resources_fit::strategy::{DraScoring, NodeRequests, ScoredResource};
@@ -158,34 +158,21 @@ impl PreScorePlugin for BalancedAllocation {
 }
 
 impl ScorePlugin for BalancedAllocation {
-    fn score(
-        &self,
-        state: &CycleState,
-        _: &PodInfo,
-        node: &NodeInfo,
-        cluster: &ClusterState,
-    ) -> Result<NodeScore, Status> {
-        let requests = state.from_pre_score::<PodRequests>()?;
-        Ok(NodeScore::value(self.node_score(requests, node, cluster)))
-    }
-
-    fn score_batch(
-        &self,
-        state: &CycleState,
-        _: &PodInfo,
-        nodes: &[&NodeInfo],
-        cluster: &ClusterState,
-        scores: &mut [NodeScore],
-    ) -> Result<(), Status> {
-        score_each_with(state, nodes, scores, |requests, node| {
-            NodeScore::value(self.node_score(requests, node, cluster))
-        })
-    }
+    crate::score_from_pre_score!(PodRequests, node_score);
 }
 
 impl BalancedAllocation {
     /// `node`'s score for a pod with these requests.
-    fn node_score(&self, requests: &PodRequests, node: &NodeInfo, cluster: &ClusterState) -> i64 {
+    // Inlined into the batch loop, the score is built in its slot rather
+    // than returned through memory (measured: 10 % of the default
+    // profile's attempt).
+    #[inline(always)]
+    fn node_score(
+        &self,
+        requests: &PodRequests,
+        node: &NodeInfo,
+        cluster: &ClusterState,
+    ) -> NodeScore {
         let PodRequests(requests, dra) = requests;
         let dra = |i: usize| dra.as_ref().and_then(|d| d.totals(i, node, cluster));
         let usage = cluster.usage_of(node);
@@ -226,7 +213,7 @@ impl BalancedAllocation {
         let with_pod = balance(shares.iter().map(|&(with, _)| with));
         let without_pod = balance(shares.iter().map(|&(_, without)| without));
         let half = MAX_NODE_SCORE / 2;
-        half + (half + with_pod - without_pod) / 2
+        NodeScore::value(half + (half + with_pod - without_pod) / 2)
     }
 }
 

@@ -24,7 +24,7 @@ use crate::cache::ClusterState;
 use crate::framework::queueing::{ActionType, EventResource, QueueingHint};
 use crate::framework::{
     CycleState, EnqueueExtensions, EventHint, FilterPlugin, NodeScore, PreScorePlugin, ScorePlugin,
-    Status, queue_if, score_each_with,
+    Status, queue_if,
 };
 use crate::objects::{NodeInfo, PodInfo};
 use crate::plugins::helper::{default_normalize_score, has_untolerated_taint, tolerates_taint};
@@ -115,27 +115,7 @@ impl PreScorePlugin for TaintToleration {
 }
 
 impl ScorePlugin for TaintToleration {
-    /// The number of `PreferNoSchedule` taints the pod does not tolerate.
-    fn score(
-        &self,
-        state: &CycleState,
-        _: &PodInfo,
-        node: &NodeInfo,
-        _: &ClusterState,
-    ) -> Result<NodeScore, Status> {
-        Ok(untolerated_preferences(state.from_pre_score()?, node))
-    }
-
-    fn score_batch(
-        &self,
-        state: &CycleState,
-        _: &PodInfo,
-        nodes: &[&NodeInfo],
-        _: &ClusterState,
-        scores: &mut [NodeScore],
-    ) -> Result<(), Status> {
-        score_each_with(state, nodes, scores, untolerated_preferences)
-    }
+    crate::score_from_pre_score!(PreferNoScheduleTolerations, fn untolerated_preferences);
 
     /// Fewer untolerated taints score higher.
     fn normalize(&self, _: &CycleState, _: &PodInfo, scores: &mut [NodeScore]) -> Status {
@@ -149,6 +129,7 @@ impl ScorePlugin for TaintToleration {
 fn untolerated_preferences(
     PreferNoScheduleTolerations(tolerations): &PreferNoScheduleTolerations,
     node: &NodeInfo,
+    _: &ClusterState,
 ) -> NodeScore {
     let count = node
         .taints

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cache::{ClusterState, CountDimension, CountSelector};
 use crate::framework::{
-    CycleState, MAX_NODE_SCORE, NodeScore, PreScorePlugin, ScorePlugin, Status, score_each_with,
+    CycleState, MAX_NODE_SCORE, NodeScore, PreScorePlugin, ScorePlugin, Status,
 };
 use crate::objects::inputs::{LabelSlot, NodeLabel};
 use crate::objects::{NodeInfo, PodInfo};
@@ -163,6 +163,7 @@ impl ZoneSpread {
         &self,
         ZoneCountsForPod { counts, by_id }: &ZoneCountsForPod,
         node: &NodeInfo,
+        _: &ClusterState,
     ) -> NodeScore {
         if let Some((slot, ids)) = by_id {
             match node.inputs.get(*slot) {
@@ -210,28 +211,7 @@ impl PreScorePlugin for ZoneSpread {
 }
 
 impl ScorePlugin for ZoneSpread {
-    fn score(
-        &self,
-        state: &CycleState,
-        _: &PodInfo,
-        node: &NodeInfo,
-        _: &ClusterState,
-    ) -> Result<NodeScore, Status> {
-        Ok(self.zone_count(state.from_pre_score()?, node))
-    }
-
-    fn score_batch(
-        &self,
-        state: &CycleState,
-        _: &PodInfo,
-        nodes: &[&NodeInfo],
-        _: &ClusterState,
-        scores: &mut [NodeScore],
-    ) -> Result<(), Status> {
-        score_each_with(state, nodes, scores, |counts, node| {
-            self.zone_count(counts, node)
-        })
-    }
+    crate::score_from_pre_score!(ZoneCountsForPod, zone_count);
 
     fn normalize(&self, _: &CycleState, _: &PodInfo, scores: &mut [NodeScore]) -> Status {
         let zoned = || scores.iter().filter_map(|s| s.raw);

@@ -10,7 +10,7 @@ use super::{
 };
 use crate::cache::ClusterState;
 use crate::framework::{
-    CycleState, MAX_NODE_SCORE, NodeScore, PreScorePlugin, ScorePlugin, Status, score_each_with,
+    CycleState, MAX_NODE_SCORE, NodeScore, PreScorePlugin, ScorePlugin, Status,
 };
 use crate::objects::namespace::NamespaceInfo;
 use crate::objects::{NodeInfo, PodInfo};
@@ -19,7 +19,11 @@ use crate::objects::{NodeInfo, PodInfo};
 struct PreScoreState(TopologyCounts);
 
 /// A node's raw score: the summed weights of its topology pairs.
-fn affinity_score(PreScoreState(counts): &PreScoreState, node: &NodeInfo) -> NodeScore {
+fn affinity_score(
+    PreScoreState(counts): &PreScoreState,
+    node: &NodeInfo,
+    _: &ClusterState,
+) -> NodeScore {
     NodeScore::value(counts.of_node(node).sum())
 }
 
@@ -119,26 +123,7 @@ impl PreScorePlugin for InterPodAffinity {
 }
 
 impl ScorePlugin for InterPodAffinity {
-    fn score(
-        &self,
-        state: &CycleState,
-        _: &PodInfo,
-        node: &NodeInfo,
-        _: &ClusterState,
-    ) -> Result<NodeScore, Status> {
-        Ok(affinity_score(state.from_pre_score()?, node))
-    }
-
-    fn score_batch(
-        &self,
-        state: &CycleState,
-        _: &PodInfo,
-        nodes: &[&NodeInfo],
-        _: &ClusterState,
-        scores: &mut [NodeScore],
-    ) -> Result<(), Status> {
-        score_each_with(state, nodes, scores, affinity_score)
-    }
+    crate::score_from_pre_score!(PreScoreState, fn affinity_score);
 
     /// `MaxNodeScore × (score − min) / (max − min)`, truncated; all 0 when
     /// every node has the same score.

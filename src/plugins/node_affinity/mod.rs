@@ -51,7 +51,7 @@ use crate::cache::ClusterState;
 use crate::framework::queueing::{ActionType, Change, EventResource, QueueingHint};
 use crate::framework::{
     CycleState, EnqueueExtensions, EventHint, FilterPlugin, NodeScore, PreFilterPlugin,
-    PreScorePlugin, ScorePlugin, Status, queue_if, score_each_with,
+    PreScorePlugin, ScorePlugin, Status, queue_if,
 };
 use crate::objects::{NodeInfo, PodInfo};
 use crate::plugins::helper::default_normalize_score;
@@ -94,7 +94,12 @@ impl NodeAffinity {
 
     /// A node's raw score: the weights of the preferred terms it matches, the
     /// profile's added ones and the pod's own.
-    fn preferred_score(&self, PreScoreState(own): &PreScoreState, node: &NodeInfo) -> NodeScore {
+    fn preferred_score(
+        &self,
+        PreScoreState(own): &PreScoreState,
+        node: &NodeInfo,
+        _: &ClusterState,
+    ) -> NodeScore {
         let added = self.added_preferred.as_ref().map_or(0, |t| t.score(node));
         NodeScore::value(added + own.as_ref().map_or(0, |t| t.score(node)))
     }
@@ -259,30 +264,7 @@ impl PreScorePlugin for NodeAffinity {
 }
 
 impl ScorePlugin for NodeAffinity {
-    /// The sum of the weights of the preferred terms the node matches, the
-    /// added ones and the pod's.
-    fn score(
-        &self,
-        state: &CycleState,
-        _: &PodInfo,
-        node: &NodeInfo,
-        _: &ClusterState,
-    ) -> Result<NodeScore, Status> {
-        Ok(self.preferred_score(state.from_pre_score()?, node))
-    }
-
-    fn score_batch(
-        &self,
-        state: &CycleState,
-        _: &PodInfo,
-        nodes: &[&NodeInfo],
-        _: &ClusterState,
-        scores: &mut [NodeScore],
-    ) -> Result<(), Status> {
-        score_each_with(state, nodes, scores, |own, node| {
-            self.preferred_score(own, node)
-        })
-    }
+    crate::score_from_pre_score!(PreScoreState, preferred_score);
 
     fn normalize(&self, _: &CycleState, _: &PodInfo, scores: &mut [NodeScore]) -> Status {
         default_normalize_score(scores, false);

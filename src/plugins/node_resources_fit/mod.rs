@@ -43,7 +43,7 @@ use std::collections::HashSet;
 use crate::cache::{ClusterState, NodeUsage};
 use crate::framework::{
     Code, CycleState, FilterPlugin, MAX_NODE_SCORE, NodeScore, PreFilterPlugin, PreScorePlugin,
-    Reason, ScorePlugin, Status, score_each_with,
+    Reason, ScorePlugin, Status,
 };
 use crate::objects::{NodeInfo, PodInfo, Resources};
 
@@ -295,37 +295,24 @@ impl PreScorePlugin for NodeResourcesFit {
 }
 
 impl ScorePlugin for NodeResourcesFit {
-    fn score(
-        &self,
-        state: &CycleState,
-        _: &PodInfo,
-        node: &NodeInfo,
-        cluster: &ClusterState,
-    ) -> Result<NodeScore, Status> {
-        let requests = state.from_pre_score::<ScoreRequests>()?;
-        Ok(NodeScore::value(self.score_with(requests, node, cluster)))
-    }
-
-    fn score_batch(
-        &self,
-        state: &CycleState,
-        _: &PodInfo,
-        nodes: &[&NodeInfo],
-        cluster: &ClusterState,
-        scores: &mut [NodeScore],
-    ) -> Result<(), Status> {
-        score_each_with(state, nodes, scores, |requests, node| {
-            NodeScore::value(self.score_with(requests, node, cluster))
-        })
-    }
+    crate::score_from_pre_score!(ScoreRequests, score_with);
 }
 
 impl NodeResourcesFit {
     /// [`NodeResourcesFit::score_node`] with what PreScore wrote.
-    fn score_with(&self, requests: &ScoreRequests, node: &NodeInfo, cluster: &ClusterState) -> i64 {
+    // Inlined into the batch loop, the score is built in its slot rather
+    // than returned through memory (measured: 10 % of the default
+    // profile's attempt).
+    #[inline(always)]
+    fn score_with(
+        &self,
+        requests: &ScoreRequests,
+        node: &NodeInfo,
+        cluster: &ClusterState,
+    ) -> NodeScore {
         let ScoreRequests(requests, dra) = requests;
         let dra = |i| dra.as_ref().and_then(|d| d.totals(i, node, cluster));
-        self.score_node(requests, node, cluster.usage_of(node), dra)
+        NodeScore::value(self.score_node(requests, node, cluster.usage_of(node), dra))
     }
 }
 

@@ -11,7 +11,7 @@ use super::{
 };
 use crate::cache::ClusterState;
 use crate::framework::{
-    CycleState, MAX_NODE_SCORE, NodeScore, PreScorePlugin, ScorePlugin, Status, score_each_with,
+    CycleState, MAX_NODE_SCORE, NodeScore, PreScorePlugin, ScorePlugin, Status,
 };
 use crate::objects::{NodeInfo, PodInfo};
 use crate::plugins::node_affinity::RequiredNodeAffinity;
@@ -142,26 +142,7 @@ impl PreScorePlugin for PodTopologySpread {
 }
 
 impl ScorePlugin for PodTopologySpread {
-    fn score(
-        &self,
-        state: &CycleState,
-        _: &PodInfo,
-        node: &NodeInfo,
-        _: &ClusterState,
-    ) -> Result<NodeScore, Status> {
-        Ok(spread_score(state.from_pre_score()?, node))
-    }
-
-    fn score_batch(
-        &self,
-        state: &CycleState,
-        _: &PodInfo,
-        nodes: &[&NodeInfo],
-        _: &ClusterState,
-        scores: &mut [NodeScore],
-    ) -> Result<(), Status> {
-        score_each_with(state, nodes, scores, spread_score)
-    }
+    crate::score_from_pre_score!(PreScoreState, fn spread_score);
 
     /// `MaxNodeScore * (max + min - score) / max` over the scored nodes; all
     /// 100 when every count is 0. Ignored nodes stay at 0.
@@ -200,7 +181,7 @@ fn score_for_count(count: i64, max_skew: i64, weight: f64) -> f64 {
 /// A node's score: the weighted spread of the pod's constraints over the
 /// counts PreScore took; no value on a node without every topology key when
 /// the constraints ask for all of them.
-fn spread_score(s: &PreScoreState, node: &NodeInfo) -> NodeScore {
+fn spread_score(s: &PreScoreState, node: &NodeInfo, _: &ClusterState) -> NodeScore {
     if s.require_all && !has_all_keys(node, &s.constraints) {
         return NodeScore::none(s.ignored_note.clone());
     }
