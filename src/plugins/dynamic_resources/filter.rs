@@ -469,21 +469,18 @@ fn allocate_on(
 }
 
 impl ScorePlugin for DynamicResources {
+    /// A batch of one node.
     fn score(
         &self,
         state: &CycleState,
-        _: &PodInfo,
+        pod: &PodInfo,
         node: &NodeInfo,
-        _: &ClusterState,
+        cluster: &ClusterState,
     ) -> Result<NodeScore, Status> {
-        let Some(cycle) = state.read::<DraCycle>() else {
-            return Ok(NodeScore::value(0));
-        };
-        let choice = cycle.by_node.lock().get(&node.name).cloned();
-        Ok(NodeScore::value(compute_score(
-            cycle,
-            choice.as_ref().map(|c| &c.results),
-        )))
+        let mut one = [NodeScore::default()];
+        self.score_batch(state, pod, &[node], cluster, &mut one)?;
+        let [score] = one;
+        Ok(score)
     }
 
     /// A pod without claims (the most common) scores 0 on every node
