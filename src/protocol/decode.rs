@@ -86,7 +86,13 @@ impl DecodeError {
 pub fn from_slice<'de, T: Deserialize<'de>>(bytes: &'de [u8]) -> Result<T, DecodeError> {
     // Fast path: valid bodies skip serde_path_to_error's per-value tracking;
     // a failing body is decoded again below to name the failing field.
-    if let Ok(value) = serde_json::from_slice(bytes) {
+    // The body is checked as UTF-8 once, whole: reading from a `&str`, serde
+    // does not check each string again (5,000 node names cost 5 % of a
+    // `/filter` that way). A body that is not UTF-8 goes to the slow path,
+    // whose error names where.
+    if let Ok(text) = std::str::from_utf8(bytes)
+        && let Ok(value) = serde_json::from_str(text)
+    {
         return Ok(value);
     }
     let mut de = serde_json::Deserializer::from_slice(bytes);

@@ -174,6 +174,22 @@ fn errors_name_the_field_and_position() {
 }
 
 #[test]
+fn a_body_that_is_not_utf8_names_where_and_utf8_names_decode() {
+    // The fast path checks the body as UTF-8 once and skips serde's check
+    // per string; a bad byte must still be an error with its place.
+    let e = from_slice::<ExtenderArgs>(b"{\"NodeNames\":[\"a\",\"b\xff\"]}").unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "invalid JSON at line 1 column 21, field NodeNames[1]: invalid unicode code point"
+    );
+    let args: crate::protocol::ExtenderArgsRef =
+        from_slice(r#"{"NodeNames":["nöde-1","n\u00f6de-2"]}"#.as_bytes()).unwrap();
+    let names = args.node_names.unwrap();
+    assert_eq!(names, ["nöde-1", "nöde-2"]);
+    assert!(matches!(names[0], std::borrow::Cow::Borrowed(_)));
+}
+
+#[test]
 fn nested_errors_count_from_the_request_body() {
     let body = b"{\"NodeNames\":[],\n \"Pod\":{\"metadata\":{\"labels\":{\"app\":5}}}}";
     let args: ExtenderArgs = from_slice(body).unwrap();
