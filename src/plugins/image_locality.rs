@@ -82,7 +82,8 @@ impl ScorePlugin for ImageLocality {
 /// cache knows it, and the cluster's node count.
 struct PodImages<'a> {
     images: Vec<(&'a str, Option<(i64, i64)>)>,
-    /// A node the cache does not hold (a dry run) counts as one more.
+    /// The cluster's node count, at least 1, so that scoring against an
+    /// empty cache never divides by zero.
     total: usize,
 }
 
