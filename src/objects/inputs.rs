@@ -6,7 +6,7 @@
 //! cache holds a large cluster) and compares keys byte by byte: at 5,000 nodes
 //! that was most of a request's time, mostly cache misses. The cache instead
 //! interns the values of the label keys the policy's plugins declare
-//! ([`crate::framework::Plugin::node_label_keys`]) and keeps their ids inline
+//! (their `CacheNeeds::node_label_keys`) and keeps their ids inline
 //! in the [`crate::objects::NodeInfo`], on the cache line the request touches
 //! anyway. Plugins compare ids; nodes whose ids were not computed by the
 //! current cache (full `Nodes` in a request, tests) read as

@@ -12,7 +12,7 @@
 //!   driver's `allocatable.count` ([`ERR_REASON`], unschedulable);
 //! - with `VolumeLimitScaling` (on by default in v1.37): a driver whose
 //!   CSIDriver sets `preventPodSchedulingIfMissing` must be on the node's
-//!   CSINode ("<driver> CSI driver is not installed on the node").
+//!   CSINode ("\<driver\> CSI driver is not installed on the node").
 //!
 //! A claim of the pod that does not exist rejects with kube-scheduler's
 //! `looking up PVC ns/x: ...` (unresolvable). Pods without claims or

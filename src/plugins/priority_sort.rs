@@ -3,7 +3,7 @@
 //!
 //! Mirrors kube-scheduler v1.37's
 //! `pkg/scheduler/framework/plugins/queuesort/priority_sort.go`. A missing
-//! `spec.priority` counts as 0 ([`PodInfo::priority`]).
+//! `spec.priority` counts as 0 ([`crate::objects::PodInfo::priority`]).
 
 use serde::{Deserialize, Serialize};
 

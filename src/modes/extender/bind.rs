@@ -1,7 +1,7 @@
 //! `POST /bind`: placer creates the pod's Binding itself (see
 //! [`crate::modes::binder`]), idempotently, as kube-scheduler needs when a
 //! reply is lost and it retries, and only for a pod and node that pass
-//! [`bind_check`](super::bind_check).
+//! [`bind_check`].
 
 use axum::extract::State;
 use axum::response::Response;

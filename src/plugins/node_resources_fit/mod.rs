@@ -7,7 +7,7 @@
 //! containers, init containers, sidecars, overhead) plus what the node's pods
 //! already request must fit the node's allocatable, resource by resource:
 //! "Too many pods", "Insufficient cpu", "Insufficient memory",
-//! "Insufficient ephemeral-storage", "Insufficient <resource>", in that order
+//! "Insufficient ephemeral-storage", "Insufficient \<resource\>", in that order
 //! (extended resources sorted by name; kube-scheduler walks a Go map, so its
 //! order among them is random). Every failing resource is listed. A resource
 //! the pod does not request is not checked. The status is `Unschedulable`
