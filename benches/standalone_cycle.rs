@@ -62,7 +62,7 @@ use std::sync::Arc;
 use placer::cache::{Cache, ClusterState};
 use placer::framework::Framework;
 use placer::framework::Nominating;
-use placer::modes::standalone::cycle::{Nominated, TieRotation, schedule_on, schedule_one};
+use placer::modes::standalone::cycle::{Nominated, TieBreak, schedule_on, schedule_one};
 use placer::modes::standalone::sample::Search;
 use placer::modes::standalone::view::{CycleView, slot_selector_labels};
 use placer::objects::images::NodeImages;
@@ -213,7 +213,7 @@ fn main() {
         eprintln!("no placer profile in policy.yaml");
         std::process::exit(1);
     };
-    let rotation = TieRotation::default();
+    let tie_break = TieBreak::default();
     let only = std::env::var("PLACER_BENCH_ONLY").ok();
     println!("case                   nodes    pods      p50         p90");
     if only.as_deref() == Some("scale") {
@@ -236,7 +236,7 @@ fn main() {
             ("preempts", pod("incoming", 1000, "4")),
         ] {
             // The case does what it says: a placement, or a nomination with victims.
-            let outcome = schedule_one(&framework, &p, &mut c, Nominated::default(), &rotation);
+            let outcome = schedule_one(&framework, &p, &mut c, Nominated::default(), &tie_break);
             let as_expected = match (case, &outcome) {
                 (
                     "fits" | "fits, 2 WFFC claims" | "fits, 1 DRA claim" | "fits, 1 DRA-backed gpu",
@@ -252,7 +252,7 @@ fn main() {
             // schedule_one on a state it may mutate: what the loop ran under
             // the cache's write lock before the replica.
             let locked = sample(iters, || {
-                let out = schedule_one(&framework, &p, &mut c, Nominated::default(), &rotation);
+                let out = schedule_one(&framework, &p, &mut c, Nominated::default(), &tie_break);
                 let _ = std::hint::black_box(out);
             });
             report(&format!("{case} (locked)"), nodes, &locked);
@@ -268,7 +268,7 @@ fn main() {
                         cluster,
                         all,
                         Nominated::default(),
-                        &rotation,
+                        &tie_break,
                         Search::ALL,
                     )
                 });
@@ -402,7 +402,7 @@ fn scale(policy: &CompiledPolicy, framework: &Arc<Framework>) {
         .and_then(|v| v.parse().ok())
         .unwrap_or(400);
     let cache = scale_cache(policy, &[], scale_node, scale_pod);
-    let rotation = TieRotation::default();
+    let tie_break = TieBreak::default();
     let mut next_pod = 0;
     for (case, heartbeats) in [("scale", false), ("scale + heartbeats", true)] {
         let view = CycleView::default();
@@ -431,7 +431,7 @@ fn scale(policy: &CompiledPolicy, framework: &Arc<Framework>) {
                     cluster,
                     all,
                     Nominated::default(),
-                    &rotation,
+                    &tie_break,
                     Search::ALL,
                 )
             });
@@ -509,7 +509,7 @@ fn side_by_side(policy: &CompiledPolicy, placer: &Arc<Framework>) {
         std::process::exit(1);
     };
     let cache = scale_cache(policy, &default.node_label_keys(), imaged_node, imaged_pod);
-    let rotation = TieRotation::default();
+    let tie_break = TieBreak::default();
     let profiles = [("placer", placer), ("default profile", &default_framework)];
     let views = [CycleView::default(), CycleView::default()];
     for view in &views {
@@ -540,7 +540,7 @@ fn side_by_side(policy: &CompiledPolicy, placer: &Arc<Framework>) {
                     cluster,
                     all,
                     Nominated::default(),
-                    &rotation,
+                    &tie_break,
                     Search::ALL,
                 )
             });

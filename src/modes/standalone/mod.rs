@@ -2,7 +2,8 @@
 //! `spec.schedulerName` names one of its profiles (design §8).
 //!
 //! - [`queue`]: active / backoff / unschedulable sub-queues, gated pods held out;
-//! - [`cycle`]: one attempt on a snapshot (filter, post-filter, score, choose with tie rotation);
+//! - [`cycle`]: one attempt on a snapshot (filter, post-filter, score, a random pick among
+//!   the best, as kube-scheduler picks);
 //! - [`sample`]: `percentageOfNodesToScore` and where each attempt starts looking;
 //! - [`view`]: the snapshot: a replica of the cache synced per attempt, so no lock is held meanwhile;
 //! - [`nominator`]: pods waiting for the room their preemption made;

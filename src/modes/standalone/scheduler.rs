@@ -16,7 +16,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch as signal};
 use tracing::{debug, info, warn};
 
 use super::binding::{BindingCycle, failure_of, reserve_and_permit};
-use super::cycle::{Failure, Nominated, TieRotation, schedule_on};
+use super::cycle::{Failure, Nominated, TieBreak, schedule_on};
 use super::leader::Leadership;
 use super::preempt::Evictor;
 use super::queue::{PreEnqueue, QueueTimings, Retry, SchedulingQueue};
@@ -63,7 +63,7 @@ pub struct Standalone {
     /// Pods a Permit plugin told to wait; they outlive a policy reload.
     waiting: Arc<WaitingPods>,
     evictor: Arc<Evictor>,
-    rotation: TieRotation,
+    tie_break: TieBreak,
     view: Arc<CycleView>,
     search: NodeSearch,
     binds: Arc<Semaphore>,
@@ -105,7 +105,7 @@ impl Standalone {
             evictor: Arc::new(Evictor::new(client.clone())),
             client,
             state,
-            rotation: TieRotation::default(),
+            tie_break: TieBreak::default(),
             view: Arc::default(),
             search: NodeSearch::default(),
             binds: Arc::new(Semaphore::new(MAX_BINDS_IN_FLIGHT)),
@@ -230,7 +230,7 @@ impl Standalone {
                     percentage,
                     start: Some(&this.search),
                 };
-                schedule_on(&fw, &p, cluster, nodes, nominated, &this.rotation, search)
+                schedule_on(&fw, &p, cluster, nodes, nominated, &this.tie_break, search)
             })
             .await;
         let result = attempt.unwrap_or_else(|e| {

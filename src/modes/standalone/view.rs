@@ -89,7 +89,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::modes::standalone::cycle::{Nominated, TieRotation, schedule_one};
+    use crate::modes::standalone::cycle::{Nominated, TieBreak, schedule_one};
     use crate::objects::{NodeInfo, PodInfo};
     use crate::policy::{CompiledPolicy, parse};
 
@@ -189,13 +189,13 @@ mod tests {
             std::thread::spawn(move || {
                 view.attempt(&cache, |cluster, _| {
                     let incoming = pod("high", None, 100);
-                    let rotation = TieRotation::default();
+                    let tie_break = TieBreak::default();
                     let out = schedule_one(
                         &framework,
                         &incoming,
                         cluster,
                         Nominated::default(),
-                        &rotation,
+                        &tie_break,
                     );
                     let seen = cluster.node_count();
                     let _ = started.send(());
