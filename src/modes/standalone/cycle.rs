@@ -366,8 +366,11 @@ pub fn schedule_on(
     }
     let table = framework.score_attempt(&mut state, pod, &feasible, &*cluster)?;
     let best = table.totals.iter().copied().max().unwrap_or(0);
-    let ties: Vec<usize> = (0..count).filter(|&i| table.totals[i] == best).collect();
-    let chosen = ties[tie_break.pick(ties.len())];
+    // Two passes over the totals instead of a list of the tied indices:
+    // with every node scored, thousands tie, and the list was an
+    // allocation per attempt.
+    let tied = || (0..count).filter(|&i| table.totals[i] == best);
+    let chosen = tied().nth(tie_break.pick(tied().count())).unwrap_or(0);
     Ok(Placement {
         node: feasible[chosen].name.clone(),
         evaluated,
