@@ -104,9 +104,8 @@ fn a_percentage_stops_at_enough_fits_and_the_next_attempt_starts_after() {
         start: Some(&start),
     };
     let r = TieBreak::default();
-    let mut seen = Vec::new();
-    for _ in 0..3 {
-        let p = schedule_on(
+    let mut attempt_with = |search| {
+        schedule_on(
             &f,
             &pod(true),
             &mut c,
@@ -115,23 +114,18 @@ fn a_percentage_stops_at_enough_fits_and_the_next_attempt_starts_after() {
             &r,
             search,
         )
-        .unwrap();
+        .unwrap()
+    };
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let p = attempt_with(search);
         seen.push((p.evaluated, p.feasible));
     }
     // 100 fits wanted (10% of 300 is below the floor of 100). From n000:
     // 150 misses then 100 fits; from n250: 50 fits, 150 misses, 50 fits;
     // from n200: 100 fits.
     assert_eq!(seen, [(250, 100), (250, 100), (100, 100)]);
-    let all = schedule_on(
-        &f,
-        &pod(true),
-        &mut c,
-        &nodes,
-        Nominated::default(),
-        &r,
-        Search::ALL,
-    )
-    .unwrap();
+    let all = attempt_with(Search::ALL);
     assert_eq!(
         (all.evaluated, all.feasible),
         (300, 150),
