@@ -25,7 +25,8 @@
 //! per case.
 //!
 //! "scale" is shaped like the scale harness (`tests/e2e/scale/workload.rs`)
-//! at 5,000 nodes: nodes of 32 CPUs and 110 pods with its labels (three
+//! at 5,000 nodes (`PLACER_BENCH_SCALE_NODES` sets another size, with twice
+//! as many pods bound): nodes of 32 CPUs and 110 pods with its labels (three
 //! zones, `net` high / low / unset, hw-encrypt on every other node, the
 //! run label), 10,000 pods bound, the state set up as `serve` sets it up
 //! (zone dimensions, inline label slots), and the measured pods in turn:
@@ -301,9 +302,14 @@ fn main() {
     side_by_side(&policy, &framework);
 }
 
-/// Nodes and bound pods of the "scale" cases.
-const SCALE_NODES: usize = 5_000;
-const SCALE_BOUND_PODS: usize = 10_000;
+/// Nodes of the "scale" cases (`PLACER_BENCH_SCALE_NODES`, default 5,000),
+/// with twice as many pods bound, as the harness's sizes have.
+fn scale_nodes() -> usize {
+    std::env::var("PLACER_BENCH_SCALE_NODES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5_000)
+}
 /// The run label's value (the harness's run id).
 const RUN_ID: &str = "e2e-0123abcd";
 
@@ -410,7 +416,7 @@ fn scale(policy: &CompiledPolicy, framework: &Arc<Framework>) {
         view.attempt(&cache, |_, _| ());
         if heartbeats {
             let mut state = cache.write();
-            for i in 0..SCALE_NODES {
+            for i in 0..scale_nodes() {
                 // Same record, new allocation: what a status-only update applies.
                 let _ = state.apply_node(scale_node(i));
             }
@@ -451,8 +457,10 @@ fn scale(policy: &CompiledPolicy, framework: &Arc<Framework>) {
         let wall = wall_before.elapsed().as_secs_f64() / iters as f64;
         let at = |q: f64| times[((times.len() - 1) as f64 * q) as usize] * 1e3;
         println!(
-            "{case:<20} {SCALE_NODES:>7} {SCALE_BOUND_PODS:>7} {:>9.3} ms {:>9.3} ms   \
+            "{case:<20} {:>7} {:>7} {:>9.3} ms {:>9.3} ms   \
              CPU {:.3} ms / attempt (wall {:.3} ms, {iters} attempts)",
+            scale_nodes(),
+            2 * scale_nodes(),
             at(0.5),
             at(0.9),
             cpu * 1e3,
@@ -462,7 +470,8 @@ fn scale(policy: &CompiledPolicy, framework: &Arc<Framework>) {
 }
 
 /// The scale harness's cluster, set up as `serve` sets it up for `policy`
-/// (and for the label keys `more` reads): 5,000 nodes and 10,000 bound pods.
+/// (and for the label keys `more` reads): [`scale_nodes`] nodes and twice as
+/// many bound pods.
 fn scale_cache(
     policy: &CompiledPolicy,
     more: &[String],
@@ -472,12 +481,12 @@ fn scale_cache(
     let mut state = ClusterState::with_dimensions(&policy.count_dimensions());
     let keys = policy.node_label_keys();
     state.watch_labels(keys.iter().chain(more).map(String::as_str));
-    for i in 0..SCALE_NODES {
+    for i in 0..scale_nodes() {
         state.apply_node(node(i));
     }
-    for i in 0..SCALE_BOUND_PODS {
+    for i in 0..2 * scale_nodes() {
         let mut p = pod(100_000 + i);
-        p.node_name = Some(scale_node(i % SCALE_NODES).name);
+        p.node_name = Some(scale_node(i % scale_nodes()).name);
         state.apply_pod(p);
     }
     Cache::from_state(state)
@@ -567,9 +576,11 @@ fn side_by_side(policy: &CompiledPolicy, placer: &Arc<Framework>) {
         times[k].sort_by(f64::total_cmp);
         let at = |q: f64| times[k][((times[k].len() - 1) as f64 * q) as usize] * 1e3;
         println!(
-            "{:<20} {SCALE_NODES:>7} {SCALE_BOUND_PODS:>7} {:>9.3} ms {:>9.3} ms   \
+            "{:<20} {:>7} {:>7} {:>9.3} ms {:>9.3} ms   \
              CPU {:.3} ms / attempt ({iters} attempts, interleaved)",
             format!("side by side, {name}"),
+            scale_nodes(),
+            2 * scale_nodes(),
             at(0.5),
             at(0.9),
             cpu[k] / iters as f64 * 1e3,
