@@ -481,12 +481,13 @@ fn scale_cache(
     let mut state = ClusterState::with_dimensions(&policy.count_dimensions());
     let keys = policy.node_label_keys();
     state.watch_labels(keys.iter().chain(more).map(String::as_str));
-    for i in 0..scale_nodes() {
+    let nodes = scale_nodes();
+    for i in 0..nodes {
         state.apply_node(node(i));
     }
-    for i in 0..2 * scale_nodes() {
+    for i in 0..2 * nodes {
         let mut p = pod(100_000 + i);
-        p.node_name = Some(scale_node(i % scale_nodes()).name);
+        p.node_name = Some(scale_node(i % nodes).name);
         state.apply_pod(p);
     }
     Cache::from_state(state)
