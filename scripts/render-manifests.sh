@@ -65,9 +65,12 @@ collect() {
 prometheus=(--set networkPolicy.enabled=true
   --set 'networkPolicy.metricsPeers[0].namespaceSelector.matchLabels.kubernetes\.io/metadata\.name=monitoring'
   --set 'networkPolicy.metricsPeers[0].podSelector.matchLabels.app\.kubernetes\.io/name=prometheus')
-render base placer --set mode=extender --set namespace.create=true --set scheduler.enabled=true "${prometheus[@]}"
+# No certificates in manifests/: the chart would generate a CA and keys into them, and a private
+# key committed to a repository is no secret. The Component mtls/ adds TLS from Secrets you make.
+common=("${prometheus[@]}" --set tls.enabled=false)
+render base placer --set mode=extender --set namespace.create=true --set scheduler.enabled=true "${common[@]}"
 # The standalone release reads through the base release's reader roles.
-render standalone placer-standalone --set mode=standalone --set rbac.readerRoles=false "${prometheus[@]}"
+render standalone placer-standalone --set mode=standalone --set rbac.readerRoles=false "${common[@]}"
 collect "$work/base/placer/templates" "$out" \
   "Base: the namespace and placer in extender mode.  kubectl apply -k manifests/" image
 collect "$work/base/placer/templates/scheduler" "$out/scheduler" \

@@ -28,7 +28,7 @@ fn repo() -> PathBuf {
 }
 
 /// The directory with `helm` and `crds/`.
-fn helm_dir() -> anyhow::Result<PathBuf> {
+pub(super) fn helm_dir() -> anyhow::Result<PathBuf> {
     if let Some(dir) = std::env::var_os("PLACER_E2E_HELM_DIR") {
         return Ok(dir.into());
     }
@@ -64,16 +64,29 @@ const EVERYTHING: &[&str] = &[
 ];
 
 /// `helm template` of the chart as release `release` in `namespace` with `sets`; the documents.
-fn render(
+pub(super) fn render(
     helm: &Path,
     release: &str,
     namespace: &str,
     sets: &[String],
 ) -> anyhow::Result<Vec<Value>> {
+    render_with(helm, release, namespace, sets, &[])
+}
+
+/// [`render`] with more `helm template` arguments, e.g. `--dry-run=server` and `--kubeconfig`
+/// so that the chart's `lookup` sees a cluster.
+pub(super) fn render_with(
+    helm: &Path,
+    release: &str,
+    namespace: &str,
+    sets: &[String],
+    extra: &[&std::ffi::OsStr],
+) -> anyhow::Result<Vec<Value>> {
     let mut cmd = Command::new(helm);
     cmd.args(["template", release])
         .arg(repo().join("charts/placer"))
-        .args(["--namespace", namespace]);
+        .args(["--namespace", namespace])
+        .args(extra);
     for set in sets {
         cmd.args(["--set", set]);
     }

@@ -21,6 +21,7 @@ mod harness;
 mod access;
 mod bind;
 mod chart;
+mod chart_install;
 mod differential;
 mod differential_scores;
 mod explain;

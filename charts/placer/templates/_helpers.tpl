@@ -89,3 +89,58 @@ app.kubernetes.io/part-of: placer
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
+
+{{/* kube-scheduler's client certificate Secret (tls.crt, tls.key, ca.crt). */}}
+{{- define "placer.clientSecret" -}}
+{{- default (printf "%s-scheduler-client" (include "placer.fullname" .)) .Values.tls.clientSecretName -}}
+{{- end -}}
+
+{{/* Where the certificates come from: secret (the operator's), certManager or generated. */}}
+{{- define "placer.tlsSource" -}}
+{{- if .Values.tls.secretName -}}secret
+{{- else if .Values.tls.certManager.enabled -}}certManager
+{{- else -}}generated
+{{- end -}}
+{{- end -}}
+
+{{/* The chart made the client certificate (generated or cert-manager), so it knows its name. */}}
+{{- define "placer.chartMadeClientCert" -}}
+{{- if and .Values.tls.enabled .Values.tls.clientCA.enabled (ne (include "placer.tlsSource" .) "secret") (not .Values.tls.clientSecretName) }}true{{ end -}}
+{{- end -}}
+
+{{/*
+The generated certificates as JSON {"serving": {...}, "client": {...}} of base64 Secret data. The
+existing Secrets are kept across upgrades (lookup; empty under `helm template`, which then makes
+new ones), unless tls.generated.rotate. Made once per render and kept in .Values, so the Secrets
+and the Deployments' checksums see the same certificates.
+*/}}
+{{- define "placer.generatedTLS" -}}
+{{- if not (hasKey .Values "_placerGeneratedTLS") -}}
+{{- $fullname := include "placer.fullname" . -}}
+{{- $ns := .Release.Namespace -}}
+{{- $serving := lookup "v1" "Secret" $ns (include "placer.tlsSecret" .) -}}
+{{- $client := lookup "v1" "Secret" $ns (include "placer.clientSecret" .) -}}
+{{- $data := dict -}}
+{{- if and $serving $client (not .Values.tls.generated.rotate) -}}
+{{- $_ := set $data "serving" $serving.data -}}
+{{- $_ := set $data "client" $client.data -}}
+{{- else -}}
+{{- $days := int .Values.tls.generated.validityDays -}}
+{{- $ca := genCA (printf "%s-ca" $fullname) $days -}}
+{{- $dns := list $fullname (printf "%s.%s" $fullname $ns) (printf "%s.%s.svc" $fullname $ns) (printf "%s.%s.svc.cluster.local" $fullname $ns) -}}
+{{- $srv := genSignedCert $fullname nil $dns $days $ca -}}
+{{- $cli := genSignedCert .Values.tls.clientCommonName nil nil $days $ca -}}
+{{- $_ := set $data "serving" (dict "tls.crt" ($srv.Cert | b64enc) "tls.key" ($srv.Key | b64enc) "ca.crt" ($ca.Cert | b64enc)) -}}
+{{- $_ := set $data "client" (dict "tls.crt" ($cli.Cert | b64enc) "tls.key" ($cli.Key | b64enc) "ca.crt" ($ca.Cert | b64enc)) -}}
+{{- end -}}
+{{- $_ := set .Values "_placerGeneratedTLS" $data -}}
+{{- end -}}
+{{- toJson .Values._placerGeneratedTLS -}}
+{{- end -}}
+
+{{/* A pod-template annotation that changes when the generated CA does, so a rotation rolls both Deployments. */}}
+{{- define "placer.tlsChecksum" -}}
+{{- if and .Values.tls.enabled (eq (include "placer.tlsSource" .) "generated") -}}
+checksum/placer-ca: {{ (include "placer.generatedTLS" . | fromJson).serving | toJson | sha256sum | trunc 16 }}
+{{- end -}}
+{{- end -}}

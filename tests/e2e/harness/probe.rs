@@ -77,6 +77,9 @@ pub struct Caller {
     pub cert: Option<super::pki::CertFiles>,
     /// `Authorization: Bearer <token>`.
     pub token: Option<String>,
+    /// The name placer's certificate is checked against (SNI), when it is not the URL's host:
+    /// a certificate made for a Service's DNS names, called on 127.0.0.1.
+    pub server_name: Option<String>,
 }
 
 impl Caller {
@@ -92,6 +95,13 @@ impl Caller {
     #[must_use]
     pub fn with_token(mut self, token: &str) -> Self {
         self.token = Some(token.to_owned());
+        self
+    }
+
+    /// The same caller checking placer's certificate against `name` instead of the URL's host.
+    #[must_use]
+    pub fn with_server_name(mut self, name: &str) -> Self {
+        self.server_name = Some(name.to_owned());
         self
     }
 
@@ -129,6 +139,7 @@ impl Caller {
         if let Some(token) = &self.token {
             config.auth_info.token = Some(token.clone().into());
         }
+        config.tls_server_name.clone_from(&self.server_name);
         config.connect_timeout = Some(Duration::from_secs(5));
         config.read_timeout = Some(Duration::from_secs(10));
         let client = kube::Client::try_from(config)?;
