@@ -115,6 +115,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             Mode::Standalone => Some("standalone"),
             Mode::Both => Some("both"),
         },
+        bind_any_scheduler: args.bind_any_scheduler,
     };
     let mut state = AppState::new(compiled, cache);
     state.lifecycle = lifecycle.clone();
