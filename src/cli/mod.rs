@@ -252,6 +252,12 @@ pub struct ServeArgs {
     /// (comma-separated); empty: any certificate from --client-ca-file.
     #[arg(long, value_delimiter = ',', requires = "client_ca_file")]
     pub verbs_allowed_names: Vec<String>,
+    /// Let `/bind` bind pods of any scheduler (but placer's own) when the
+    /// policy lists no extender.schedulerNames (the policy's
+    /// extender.bindAnyScheduler: true says the same). Without either,
+    /// `/bind` refuses every pod: name kube-scheduler's profiles instead.
+    #[arg(long)]
+    pub bind_any_scheduler: bool,
     /// Kubeconfig with the right to create tokenreviews.authentication.k8s.io:
     /// bearer tokens on the paths other than the verbs are checked through
     /// it. Default: in-cluster, when placer runs in a pod; else no token

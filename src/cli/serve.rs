@@ -115,6 +115,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             Mode::Standalone => Some("standalone"),
             Mode::Both => Some("both"),
         },
+        bind_any_scheduler: args.bind_any_scheduler,
     };
     let mut state = AppState::new(compiled, cache);
     state.lifecycle = lifecycle.clone();
@@ -211,11 +212,11 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let listen = listener.local_addr();
     let transport = match &tls {
         Some(reloader) => {
-            info!(%listen, mode = ?args.mode, mtls = args.client_ca_file.is_some(), "placer serving HTTPS");
+            info!(%listen, mode = ?args.mode, mtls = args.client_ca_file.is_some(), reads = access.reads_described(), "placer serving HTTPS");
             Transport::Tls(reloader.config())
         }
         None => {
-            info!(%listen, mode = ?args.mode, "placer serving HTTP");
+            info!(%listen, mode = ?args.mode, reads = access.reads_described(), "placer serving HTTP");
             Transport::Plain
         }
     };
@@ -317,7 +318,8 @@ fn explainer(
 /// when there is a client CA; the other paths are reviewed through the API
 /// server when delegated authentication is configured (the two kubeconfig
 /// flags, else in-cluster), else need a client certificate when there is a
-/// client CA, else are open.
+/// client CA, else are open for `--snapshot` (a file, no cluster behind it)
+/// and closed for a live cluster, but for the always-allowed paths.
 async fn access(
     args: &ServeArgs,
     https: bool,
@@ -343,20 +345,9 @@ async fn access(
                 .map_err(|_| anyhow!("no random source for the token cache's key"))?;
             Scheme::Delegated(Arc::new(reviewer))
         }
-        None if client_ca => Scheme::ClientCertificate,
-        None => Scheme::Open,
+        None => undelegated_reads(args),
     };
-    info!(
-        verbs = if client_ca { "client certificate" } else { "open" },
-        reads = match reads {
-            Scheme::Delegated(_) => "delegated (TokenReview, SubjectAccessReview)",
-            Scheme::ClientCertificate => "client certificate",
-            Scheme::Open => "open",
-        },
-        always_allow = ?args.authorization_always_allow_paths,
-        "access checks"
-    );
-    Ok(Access::new(
+    let access = Access::new(
         AccessSettings {
             client_ca,
             verbs_allowed_names: args.verbs_allowed_names.clone(),
@@ -364,7 +355,29 @@ async fn access(
             reads,
         },
         metrics,
-    ))
+    );
+    info!(
+        verbs = if client_ca { "client certificate" } else { "open" },
+        reads = access.reads_described(),
+        always_allow = ?args.authorization_always_allow_paths,
+        "access checks"
+    );
+    Ok(access)
+}
+
+/// How the reads are checked without delegated authentication: a client
+/// certificate when there is a client CA; else open for `--snapshot` only
+/// (a file, no cluster behind it), closed for a live cluster but for the
+/// always-allowed paths, as kube-scheduler's authorizer without its
+/// kubeconfig.
+fn undelegated_reads(args: &ServeArgs) -> Scheme {
+    if args.client_ca_file.is_some() {
+        Scheme::ClientCertificate
+    } else if args.snapshot.is_some() {
+        Scheme::Open
+    } else {
+        Scheme::Closed
+    }
 }
 
 /// The API clients of delegated authentication and authorization: from
@@ -511,6 +524,33 @@ mod tests {
             }) => args,
             other => panic!("not serve: {other:?}"),
         }
+    }
+
+    #[test]
+    fn without_delegation_only_a_snapshot_leaves_the_reads_open() {
+        let scheme = |flags: &[&str]| match undelegated_reads(&serve_args(flags)) {
+            Scheme::Open => "open",
+            Scheme::Closed => "closed",
+            Scheme::ClientCertificate => "client certificate",
+            Scheme::Delegated(_) => "delegated",
+        };
+        assert_eq!(scheme(&["--snapshot=cluster.yaml"]), "open");
+        assert_eq!(scheme(&[]), "closed");
+        assert_eq!(scheme(&["--kubeconfig=kubeconfig"]), "closed");
+        let mtls = [
+            "--tls-cert-file=t",
+            "--tls-key-file=k",
+            "--client-ca-file=ca",
+        ];
+        assert_eq!(scheme(&mtls), "client certificate");
+        let snapshot_mtls = [&mtls[..], &["--snapshot=cluster.yaml"]].concat();
+        assert_eq!(scheme(&snapshot_mtls), "client certificate");
+    }
+
+    #[test]
+    fn bind_any_scheduler_is_off_unless_given() {
+        assert!(!serve_args(&[]).bind_any_scheduler);
+        assert!(serve_args(&["--bind-any-scheduler"]).bind_any_scheduler);
     }
 
     #[test]

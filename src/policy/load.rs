@@ -124,6 +124,8 @@ struct RawPolicy {
 struct RawExtender {
     default_profile: Option<NonEmpty>,
     scheduler_names: Option<Vec<NonEmpty>>,
+    #[serde(default)]
+    bind_any_scheduler: bool,
 }
 
 #[derive(Deserialize)]
@@ -242,7 +244,7 @@ impl RawPolicy {
         if let Some(names) = &self.extender.scheduler_names {
             if names.is_empty() {
                 return Err((
-                    "extender.schedulerNames: an empty list would refuse every /bind; leave it out to accept any scheduler".into(),
+                    "extender.schedulerNames: an empty list would refuse every /bind; list kube-scheduler's profiles, or leave it out and set extender.bindAnyScheduler: true to bind any scheduler's pods".into(),
                     locate(text, "schedulerNames:", 1),
                 ));
             }
@@ -255,6 +257,12 @@ impl RawPolicy {
                     ));
                 }
             }
+            if self.extender.bind_any_scheduler {
+                return Err((
+                    "extender.bindAnyScheduler: true contradicts extender.schedulerNames, which limits /bind to the schedulers it lists; keep one".into(),
+                    locate(text, "bindAnyScheduler:", 1),
+                ));
+            }
         }
         Ok(Policy {
             api_version: self.api_version,
@@ -265,6 +273,7 @@ impl RawPolicy {
                     .extender
                     .scheduler_names
                     .map(|names| names.iter().map(ToString::to_string).collect()),
+                bind_any_scheduler: self.extender.bind_any_scheduler,
             },
             percentage_of_nodes_to_score: global,
             profiles: self
@@ -501,6 +510,29 @@ profiles:
             "  defaultProfile: extender\n  schedulerNames: [\"\"]\n",
         );
         assert!(err(&blank).contains("non-empty"), "{}", err(&blank));
+    }
+
+    #[test]
+    fn bind_any_scheduler_is_off_by_default_and_excludes_scheduler_names() {
+        assert!(!parse(GOOD, "p.yaml").unwrap().extender.bind_any_scheduler);
+        let any = GOOD.replace(
+            "  defaultProfile: extender\n",
+            "  defaultProfile: extender\n  bindAnyScheduler: true\n",
+        );
+        assert!(parse(&any, "p.yaml").unwrap().extender.bind_any_scheduler);
+        let both = GOOD.replace(
+            "  defaultProfile: extender\n",
+            "  defaultProfile: extender\n  schedulerNames: [a]\n  bindAnyScheduler: true\n",
+        );
+        assert_eq!(
+            err(&both),
+            "p.yaml:6:3: extender.bindAnyScheduler: true contradicts extender.schedulerNames, which limits /bind to the schedulers it lists; keep one"
+        );
+        let typo = GOOD.replace(
+            "  defaultProfile: extender\n",
+            "  defaultProfile: extender\n  bindAnyScheduler: yes please\n",
+        );
+        assert!(err(&typo).contains("bindAnyScheduler"), "{}", err(&typo));
     }
 
     #[test]

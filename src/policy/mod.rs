@@ -49,9 +49,13 @@ pub struct ExtenderSettings {
     /// Profile used for pods whose `schedulerName` matches no profile.
     pub default_profile: Option<String>,
     /// The `schedulerName`s of the kube-scheduler profiles this extender
-    /// serves: when set, `/bind` refuses pods of any other scheduler.
+    /// serves: `/bind` binds pods of these schedulers only.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub scheduler_names: Option<Vec<String>>,
+    /// Without `scheduler_names`, `/bind` binds pods of any scheduler (but
+    /// placer's own); false (the default) refuses every `/bind` then, as
+    /// `--bind-any-scheduler` does not say otherwise.
+    pub bind_any_scheduler: bool,
 }
 
 /// One profile.

@@ -53,7 +53,7 @@ pub fn secured_router(
         .route("/debug/snapshot", get(debug::snapshot))
         .route("/metrics", get(metrics::metrics));
     extender::routes(verbs, access)
-        .merge(access.guard(explain_pods, Group::Reads))
+        .merge(access.guard(explain_pods, Group::PodExplanations))
         .merge(access.guard(reads, Group::Reads))
         .fallback(not_found)
         // Applies to the routes above, so it must come after them.

@@ -1,16 +1,17 @@
 //! Who may call what (design §3.4), on the real control plane: RBAC, ServiceAccount tokens from
 //! the TokenRequest API, TokenReviews and SubjectAccessReviews answered by kube-apiserver, client
-//! certificates from the harness's CAs, stock kube-scheduler calling placer over mutual TLS, and
-//! `/bind` refusing what it must not bind without sending a Binding.
+//! certificates from the harness's CAs, stock kube-scheduler calling placer over mutual TLS, a
+//! team's Role that lets it explain its own namespace's pods, and reads closed out of cluster
+//! without delegated authentication. (`/bind`'s own checks: `bind.rs`.)
 
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context as _, ensure};
-use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+use anyhow::Context as _;
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, Role, RoleBinding};
 use kube::Api;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::PostParams;
 use serde_json::{Value, json};
 
 use crate::harness::pki::{Ca, CertFiles};
@@ -223,7 +224,7 @@ async fn reads_follow_the_callers_rbac_and_probes_need_nothing() -> anyhow::Resu
         assert_eq!(
             error["Error"],
             format!(
-                "user \"system:serviceaccount:{}:nobody\" cannot get path \"{explain}\"",
+                "user \"system:serviceaccount:{0}:nobody\" cannot get pods/explain in namespace \"{0}\"",
                 env.namespace()
             ),
             "{body}"
@@ -370,190 +371,179 @@ async fn kube_scheduler_schedules_through_placer_over_mutual_tls() -> anyhow::Re
     Ok(())
 }
 
-/// One refused `/bind` case: the pod, the node asked for, and the start of the reason.
-struct Case {
-    pod: String,
-    uid: String,
-    node: String,
-    error: String,
-    reason: &'static str,
-}
-
-/// `/bind` for a pod already bound, a pod of another `schedulerName`, an unknown node, a pod
-/// being deleted and a deleted pod: refused with the reason, and no Binding reaches the API
-/// server (the pods are as they were, and placer timed no bind). A good pod is bound, so the
-/// refusals are not the rig's. Both ways placer finds pods: a GET (the default extender) and
-/// the watched store of unscheduled pods (`--explain-pods=true`).
+/// Out of cluster (a kubeconfig, no delegated authentication), placer reads a live cluster
+/// and cannot check tokens: with `--client-ca-file`, `/metrics` and `/explain/pods/...` need a
+/// client certificate from that CA (401 without, 200 with); without one they are closed (403
+/// naming the flags that open them). The health paths answer anyone in both.
 #[tokio::test]
-async fn bind_refuses_what_it_must_not_bind() -> anyhow::Result<()> {
-    let env = TestEnv::new("access-bind").await?;
-    let nodes = env.create_nodes([env.node("a"), env.node("b")]).await?;
-    let mut policy = capability_policy(&env).to_yaml();
-    policy = policy.replacen(
-        "extender:\n",
-        &format!("extender:\n  schedulerNames: [{}]\n", env.scheduler_name()),
-        1,
-    );
-    ensure!(
-        policy.contains("schedulerNames"),
-        "no extender section in {policy}"
-    );
-    for (name, args) in [("get", vec![]), ("watched", vec!["--explain-pods=true"])] {
-        let placer =
-            Placer::start_with(&env, &policy, &format!("placer-{name}"), "extender", &args).await?;
-        refusals(&env, &placer, name, &nodes).await?;
-    }
-    Ok(())
-}
-
-async fn refusals(
-    env: &TestEnv,
-    placer: &Placer,
-    tag: &str,
-    nodes: &[String],
-) -> anyhow::Result<()> {
-    let pods = env.pods();
-    let uid = |p: &Pod| p.metadata.uid.clone().unwrap_or_default();
-    let name = |suffix: &str| format!("{tag}-{suffix}");
-    let good = env.create_pod(&env.pod(&name("good"))).await?;
-    let bound = env
-        .create_pod(&env.pod(&name("bound")).bound_to(&nodes[0]))
-        .await?;
-    let other = format!("other-{}", env.run_id());
-    let foreign = env
-        .create_pod(&env.pod(&name("foreign")).scheduler(&other))
-        .await?;
-    let lost = env.create_pod(&env.pod(&name("lost"))).await?;
-    let held = env.create_pod(&env.pod(&name("terminating"))).await?;
-    pods.patch(
-        &name("terminating"),
-        &PatchParams::default(),
-        &Patch::Merge(json!({ "metadata": { "finalizers": ["e2e.placer.io/hold"] } })),
+async fn out_of_cluster_reads_need_a_client_certificate_or_are_closed() -> anyhow::Result<()> {
+    let env = TestEnv::new("access-closed").await?;
+    let nodes = env.create_nodes([env.node("n")]).await?;
+    env.create_pod(&env.pod("web").bound_to(&nodes[0])).await?;
+    let pki = Pki::new(&env)?;
+    let policy = capability_policy(&env).to_yaml();
+    let args = pki.placer_args();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mtls = Placer::start_with(&env, &policy, "placer-mtls", "extender", &args).await?;
+    // kube-scheduler's default list, given so that the harness does not open the reads.
+    let closed = Placer::start_with(
+        &env,
+        &policy,
+        "placer-closed",
+        "extender",
+        &["--authorization-always-allow-paths=/healthz,/readyz,/livez"],
     )
     .await?;
-    pods.delete(&name("terminating"), &DeleteParams::default())
-        .await?;
-    let gone = env.create_pod(&env.pod(&name("gone"))).await?;
-    env.delete_pods(&[&name("gone")]).await?;
+    let explain = format!("/explain/pods/{}/web", env.namespace());
+    let ca = Some(pki.serving_ca.as_path());
+    let operator = Caller::anonymous(ca).with_cert(&pki.client("operator", &[])?);
     env.poll(
-        "the deleted pod to be gone",
+        "a certificate holder to read the explanation",
         std::time::Duration::from_secs(30),
         || async {
-            Ok(match pods.get_opt(&name("gone")).await? {
-                None => ControlFlow::Break(()),
-                Some(_) => ControlFlow::Continue("still there".into()),
+            let (code, body) = operator.request(&mtls.url(), "GET", &explain, "").await?;
+            Ok(if code == 200 {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(format!("{code} {body}"))
             })
         },
     )
     .await?;
+    let anonymous = Caller::anonymous(ca);
+    for path in [explain.as_str(), "/metrics", "/policy"] {
+        assert_eq!(status(&mtls, &operator, path).await?, 200, "{path}");
+        let (code, body) = anonymous.request(&mtls.url(), "GET", path, "").await?;
+        assert_eq!(code, 401, "{path}: {body}");
+        let error = serde_json::from_str::<Value>(&body)?["Error"].to_string();
+        assert!(error.contains("--client-ca-file"), "{error}");
+    }
+    assert_eq!(status(&mtls, &anonymous, "/healthz").await?, 200);
+
+    let plain = Caller::anonymous(None);
+    for path in [explain.as_str(), "/metrics"] {
+        let (code, body) = plain.request(&closed.url(), "GET", path, "").await?;
+        assert_eq!(code, 403, "{path}: {body}");
+        let error = serde_json::from_str::<Value>(&body)?["Error"].to_string();
+        for flag in [
+            "--client-ca-file",
+            "--authentication-kubeconfig",
+            "--authorization-always-allow-paths",
+        ] {
+            assert!(error.contains(flag), "{flag} not named: {error}");
+        }
+    }
+    for health in ["/healthz", "/readyz", "/livez"] {
+        assert_eq!(status(&closed, &plain, health).await?, 200, "{health}");
+    }
+    // The verbs keep their own check: open without a client CA (the NetworkPolicy's job).
+    let (code, answer) = plain
+        .request(
+            &closed.url(),
+            "POST",
+            "/filter",
+            &filter_body(env.namespace(), &nodes[0]),
+        )
+        .await?;
+    assert_eq!(code, 200, "{answer}");
+    Ok(())
+}
+
+/// The README's Role for a team: `get` on `pods/explain` in its own namespace.
+fn team_role(namespace: &str, name: &str) -> anyhow::Result<Role> {
+    Ok(serde_json::from_value(json!({
+        "metadata": { "name": name, "namespace": namespace },
+        "rules": [{ "apiGroups": [""], "resources": ["pods/explain"], "verbs": ["get"] }],
+    }))?)
+}
+
+/// A team whose Role grants `get` on `pods/explain` in its namespace explains the pods there,
+/// through the API and with `placer explain --server`, and not those of another namespace; the
+/// shipped reader ClusterRole reads both.
+#[tokio::test]
+async fn a_teams_role_lets_it_explain_its_own_namespaces_pods_only() -> anyhow::Result<()> {
+    let env = TestEnv::new("access-team").await?;
+    let nodes = env.create_nodes([env.node("n")]).await?;
+    env.create_pod(&env.pod("web").bound_to(&nodes[0])).await?;
+    let other = env.name("other");
+    let namespace: Namespace = serde_json::from_value(json!({ "metadata": { "name": other } }))?;
+    Api::<Namespace>::all(env.client().clone())
+        .create(&PostParams::default(), &namespace)
+        .await
+        .context("create the other namespace")?;
+    Api::<Pod>::namespaced(env.client().clone(), &other)
+        .create(
+            &PostParams::default(),
+            &env.pod("web").bound_to(&nodes[0]).build(),
+        )
+        .await
+        .context("create the other namespace's pod")?;
+    let ids = Identities::new(&env).await?;
+    let team = env.restricted_identity("team", json!([])).await?;
     let ns = env.namespace();
-    let cases = [
-        Case {
-            pod: name("bound"),
-            uid: uid(&bound),
-            node: nodes[1].clone(),
-            error: format!(
-                "pod {ns}/{} is already bound to node {}, not {}",
-                name("bound"),
-                nodes[0],
-                nodes[1]
-            ),
-            reason: "already_bound",
-        },
-        Case {
-            pod: name("foreign"),
-            uid: uid(&foreign),
-            node: nodes[0].clone(),
-            error: format!(
-                "pod {ns}/{} has schedulerName \"{other}\", not one of the policy's extender.schedulerNames",
-                name("foreign")
-            ),
-            reason: "other_scheduler",
-        },
-        Case {
-            pod: name("lost"),
-            uid: uid(&lost),
-            node: env.name("no-such-node"),
-            error: format!(
-                "node {} is not in placer's cache; pod {ns}/{} not bound",
-                env.name("no-such-node"),
-                name("lost")
-            ),
-            reason: "node_unknown",
-        },
-        Case {
-            pod: name("terminating"),
-            uid: uid(&held),
-            node: nodes[0].clone(),
-            error: format!(
-                "pod {ns}/{} is being deleted; not bound",
-                name("terminating")
-            ),
-            reason: "terminating",
-        },
-        Case {
-            pod: name("gone"),
-            uid: uid(&gone),
-            node: nodes[0].clone(),
-            error: format!("pod {ns}/{} does not exist; not bound", name("gone")),
-            reason: "pod_not_found",
-        },
-    ];
+    Api::<Role>::namespaced(env.client().clone(), ns)
+        .create(&PostParams::default(), &team_role(ns, "placer-explain")?)
+        .await
+        .context("create the team's Role")?;
+    let binding: RoleBinding = serde_json::from_value(json!({
+        "metadata": { "name": "placer-explain", "namespace": ns },
+        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "placer-explain" },
+        "subjects": [{ "kind": "ServiceAccount", "name": "team", "namespace": ns }],
+    }))?;
+    Api::<RoleBinding>::namespaced(env.client().clone(), ns)
+        .create(&PostParams::default(), &binding)
+        .await
+        .context("bind the team's Role")?;
+    let placer = start_placer(&env, "placer", &ids.placer, &delegated_args(&ids.placer)).await?;
+
+    let own = format!("/explain/pods/{ns}/web");
+    let others = format!("/explain/pods/{other}/web");
     let http = Caller::anonymous(None);
-    for case in &cases {
-        // Exactly as kube-scheduler's extender client encodes ExtenderBindingArgs.
-        let body = json!({ "PodName": case.pod, "PodNamespace": ns, "PodUID": case.uid, "Node": case.node })
-            .to_string();
-        let (code, answer) = http.request(&placer.url(), "POST", "/bind", &body).await?;
-        assert_eq!(code, 200, "{answer}");
-        let error = serde_json::from_str::<Value>(&answer)?["Error"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
-        assert!(
-            error.starts_with(&case.error),
-            "{tag} {}: {error}",
-            case.reason
-        );
-        let refused = placer
-            .metric(&format!(
-                "placer_bind_refusals_total{{reason=\"{}\"}}",
-                case.reason
-            ))
-            .await?;
-        assert_eq!(refused, Some(1.0), "{tag} {}", case.reason);
-    }
-    // The good pod is bound: the checks let kube-scheduler's pods through.
-    let body = json!({ "PodName": name("good"), "PodNamespace": ns, "PodUID": uid(&good), "Node": nodes[1] })
-        .to_string();
-    let (_, answer) = http.request(&placer.url(), "POST", "/bind", &body).await?;
-    assert_eq!(answer, r#"{"Error":""}"#, "{tag}");
-    assert_eq!(env.wait_pod_bound(&name("good")).await?, nodes[1]);
-
-    // Nothing else reached the API server: every pod is as it was, and the only bind placer
-    // timed is the good one.
-    let node_of = |p: Option<Pod>| p.and_then(|p| p.spec).and_then(|s| s.node_name);
-    assert_eq!(
-        node_of(pods.get_opt(&name("bound")).await?),
-        Some(nodes[0].clone())
-    );
-    for unbound in ["foreign", "lost", "terminating"] {
-        assert_eq!(
-            node_of(pods.get_opt(&name(unbound)).await?),
-            None,
-            "{tag} {unbound}"
-        );
-    }
-    assert!(pods.get_opt(&name("gone")).await?.is_none());
-    let timed = |result: &str| format!("placer_bind_duration_seconds_count{{result=\"{result}\"}}");
-    assert_eq!(placer.metric(&timed("success")).await?, Some(1.0), "{tag}");
-    assert_eq!(placer.metric(&timed("failure")).await?, None, "{tag}");
-
-    pods.patch(
-        &name("terminating"),
-        &PatchParams::default(),
-        &Patch::Merge(json!({ "metadata": { "finalizers": null } })),
+    let teammate = http.clone().with_token(&team.1);
+    let reader = http.with_token(&ids.reader.1);
+    env.poll(
+        "the team to explain its pod",
+        std::time::Duration::from_secs(30),
+        || async {
+            let (code, body) = teammate.request(&placer.url(), "GET", &own, "").await?;
+            Ok(if code == 200 {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(format!("{code} {body}"))
+            })
+        },
     )
     .await?;
+    let (code, body) = teammate.request(&placer.url(), "GET", &others, "").await?;
+    assert_eq!(code, 403, "{body}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&body)?["Error"],
+        format!(
+            "user \"system:serviceaccount:{ns}:team\" cannot get pods/explain in namespace \"{other}\""
+        ),
+    );
+    assert_eq!(status(&placer, &teammate, "/metrics").await?, 403);
+    assert_eq!(status(&placer, &reader, &others).await?, 200);
+    assert_eq!(status(&placer, &reader, &own).await?, 200);
+
+    let cli = |pod: &str| {
+        vec![
+            "explain".to_string(),
+            pod.to_string(),
+            "--server".to_string(),
+            placer.url(),
+            "--format".to_string(),
+            "json".to_string(),
+            "--kubeconfig".to_string(),
+            team.0.display().to_string(),
+        ]
+    };
+    let answer: Value = serde_json::from_str(&placer_cli(&cli(&format!("{ns}/web"))).await?)?;
+    assert!(answer["summary"].is_string(), "{answer}");
+    let refused = placer_cli(&cli(&format!("{other}/web"))).await.unwrap_err();
+    assert!(
+        format!("{refused:#}").contains("403 Forbidden"),
+        "{refused:#}"
+    );
     Ok(())
 }

@@ -1,7 +1,8 @@
 //! Who may call which path (design §3.4), in process: every route against
 //! every kind of caller under each way placer can be set up, with a
 //! stand-in API server answering TokenReviews and SubjectAccessReviews (the
-//! real one is in `tests/e2e/access.rs`). A client certificate is what the
+//! real one is in `tests/e2e/access.rs`): non-resource URLs for the reads,
+//! `get` on `pods/explain` in the pod's namespace for a pod's explanation. A client certificate is what the
 //! listener hands a request after the TLS handshake verified it: an
 //! `Arc<ClientCert>` extension.
 
@@ -21,8 +22,12 @@ use serde_json::{Value, json};
 
 use crate::support::{App, POLICY, Reply, bind_args, compile, fixture_cluster, good_filter_body};
 
+/// The service account of a team that may explain the pods of namespace
+/// `default` only (a RoleBinding there).
+const TEAM: &str = "system:serviceaccount:default:team";
+
 /// Tokens the stand-in API server knows: token → (user, groups).
-const TOKENS: [(&str, &str, &[&str]); 3] = [
+const TOKENS: [(&str, &str, &[&str]); 4] = [
     (
         "reader-token",
         "system:serviceaccount:monitoring:reader",
@@ -34,17 +39,34 @@ const TOKENS: [(&str, &str, &[&str]); 3] = [
         &["system:serviceaccounts"],
     ),
     ("admin-token", "admin", &["system:masters"]),
+    ("team-token", TEAM, &["system:serviceaccounts"]),
 ];
 
-/// The stand-in API server's RBAC: the reader service account and members
-/// of the group `readers` may `get` the read paths and `post` `/explain`.
+/// The reader service account and members of the group `readers` (a
+/// ClusterRoleBinding to the README's reader ClusterRole).
+fn reader(user: &str, groups: &[String]) -> bool {
+    user == "system:serviceaccount:monitoring:reader" || groups.iter().any(|g| g == "readers")
+}
+
+/// The stand-in API server's RBAC for non-resource URLs: readers may `get`
+/// the read paths and `post` `/explain`.
 fn allowed(user: &str, groups: &[String], verb: &str, path: &str) -> bool {
-    let reader =
-        user == "system:serviceaccount:monitoring:reader" || groups.iter().any(|g| g == "readers");
-    let readable = matches!(path, "/metrics" | "/policy")
-        || path.starts_with("/debug/")
-        || path.starts_with("/explain/pods/");
-    reader && ((verb == "get" && readable) || (verb == "post" && path == "/explain"))
+    let readable = matches!(path, "/metrics" | "/policy") || path.starts_with("/debug/");
+    reader(user, groups) && ((verb == "get" && readable) || (verb == "post" && path == "/explain"))
+}
+
+/// The stand-in API server's RBAC for `get` on `pods/explain`: readers in
+/// every namespace, the team in `default` only.
+fn allowed_explain(user: &str, groups: &[String], namespace: &str) -> bool {
+    reader(user, groups) || (user == TEAM && namespace == "default")
+}
+
+/// Whether `user` may call `method path`, as placer asks the stand-in.
+fn may(user: &str, groups: &[String], method: &Method, path: &str) -> bool {
+    match path.strip_prefix("/explain/pods/") {
+        Some(pod) => allowed_explain(user, groups, pod.split('/').next().unwrap_or("")),
+        None => allowed(user, groups, &method.as_str().to_lowercase(), path),
+    }
 }
 
 /// A stand-in API server for reviews; counts them and can be made to fail.
@@ -52,6 +74,8 @@ fn allowed(user: &str, groups: &[String], verb: &str, path: &str) -> bool {
 struct Reviews {
     /// `tokenreviews` / `subjectaccessreviews` calls, in order.
     calls: Arc<Mutex<Vec<String>>>,
+    /// The spec of every SubjectAccessReview, in order.
+    access_specs: Arc<Mutex<Vec<Value>>>,
     /// Answer every review with this status code and a Status.
     fail_with: Option<u16>,
 }
@@ -70,6 +94,10 @@ impl Reviews {
                 let review: Value = serde_json::from_slice(&bytes).expect("a JSON review");
                 let kind = path.rsplit('/').next().unwrap_or("").to_owned();
                 reviews.calls.lock().expect("lock").push(kind.clone());
+                if kind == "subjectaccessreviews" {
+                    let spec = review["spec"].clone();
+                    reviews.access_specs.lock().expect("lock").push(spec);
+                }
                 let (code, answer) = match reviews.fail_with {
                     Some(code) => (
                         code,
@@ -93,6 +121,10 @@ impl Reviews {
     fn calls(&self) -> Vec<String> {
         self.calls.lock().expect("lock").clone()
     }
+
+    fn access_specs(&self) -> Vec<Value> {
+        self.access_specs.lock().expect("lock").clone()
+    }
 }
 
 /// The review with its status filled in as the API server would.
@@ -112,12 +144,23 @@ fn answer(kind: &str, mut review: Value) -> Value {
             let spec = &review["spec"];
             let groups: Vec<String> =
                 serde_json::from_value(spec["groups"].clone()).unwrap_or_default();
-            let ok = allowed(
-                spec["user"].as_str().unwrap_or(""),
-                &groups,
-                spec["nonResourceAttributes"]["verb"].as_str().unwrap_or(""),
-                spec["nonResourceAttributes"]["path"].as_str().unwrap_or(""),
-            );
+            let user = spec["user"].as_str().unwrap_or("");
+            let resource = &spec["resourceAttributes"];
+            let ok = if resource.is_object() {
+                let explain = resource["group"] == ""
+                    && resource["resource"] == "pods"
+                    && resource["subresource"] == "explain"
+                    && resource["verb"] == "get";
+                explain
+                    && allowed_explain(user, &groups, resource["namespace"].as_str().unwrap_or(""))
+            } else {
+                allowed(
+                    user,
+                    &groups,
+                    spec["nonResourceAttributes"]["verb"].as_str().unwrap_or(""),
+                    spec["nonResourceAttributes"]["path"].as_str().unwrap_or(""),
+                )
+            };
             review["status"] = if ok {
                 json!({"allowed": true, "reason": "RBAC: allowed by ClusterRoleBinding \"placer-reader\""})
             } else {
@@ -131,8 +174,10 @@ fn answer(kind: &str, mut review: Value) -> Value {
 /// How placer is set up.
 #[derive(Clone, Copy, Debug)]
 enum Setup {
-    /// No client CA, no delegated authentication.
+    /// `--snapshot` without a client CA or delegated authentication.
     Open,
+    /// A live cluster without a client CA or delegated authentication.
+    Closed,
     /// `--client-ca-file` only.
     ClientCa,
     /// Delegated authentication with `--client-ca-file`.
@@ -171,6 +216,8 @@ fn app(setup: Setup, always_allow: &[&str], reviews: &Reviews, names: &[&str]) -
         Scheme::Delegated(Arc::new(reviewer))
     } else if setup.client_ca() {
         Scheme::ClientCertificate
+    } else if matches!(setup, Setup::Closed) {
+        Scheme::Closed
     } else {
         Scheme::Open
     };
@@ -234,12 +281,13 @@ async fn call(app: &App, caller: Caller, method: Method, path: &str) -> Reply {
 
 /// Every route, with its method.
 const HEALTH: [&str; 3] = ["/healthz", "/readyz", "/livez"];
-const READS: [&str; 5] = [
+const READS: [&str; 6] = [
     "/metrics",
     "/policy",
     "/debug/zones",
     "/debug/snapshot",
     "/explain/pods/default/web-1",
+    "/explain/pods/kube-system/web-1",
 ];
 const VERBS: [&str; 4] = ["/filter", "/prioritize", "/bind", "/preempt"];
 
@@ -257,6 +305,7 @@ fn expected(setup: Setup, caller: Caller, method: &Method, path: &str) -> Option
     }
     match setup {
         Setup::Open => None,
+        Setup::Closed => Some(403),
         Setup::ClientCa => match caller {
             Caller::Cert(..) => None,
             _ => Some(401),
@@ -268,20 +317,16 @@ fn expected(setup: Setup, caller: Caller, method: &Method, path: &str) -> Option
             // certificate's user is reviewed like any other.
             Caller::Cert(cn, orgs) => {
                 let groups: Vec<String> = orgs.iter().map(|o| (*o).to_owned()).collect();
-                (!allowed(cn, &groups, &method.as_str().to_lowercase(), path)).then_some(403)
-            }
-            Caller::Token("reader-token") => {
-                let readable = allowed(
-                    "system:serviceaccount:monitoring:reader",
-                    &[],
-                    &method.as_str().to_lowercase(),
-                    path,
-                );
-                (!readable).then_some(403)
+                (!may(cn, &groups, method, path)).then_some(403)
             }
             Caller::Token("admin-token") => None,
-            Caller::Token("nobody-token") => Some(403),
-            Caller::Token(_) => Some(401),
+            Caller::Token(token) => match TOKENS.iter().find(|(t, ..)| *t == token) {
+                Some((_, user, groups)) => {
+                    let groups: Vec<String> = groups.iter().map(|g| (*g).to_owned()).collect();
+                    (!may(user, &groups, method, path)).then_some(403)
+                }
+                None => Some(401),
+            },
         },
     }
 }
@@ -295,6 +340,7 @@ async fn every_path_against_every_caller_in_every_setup() {
         Caller::Token("reader-token"),
         Caller::Token("nobody-token"),
         Caller::Token("admin-token"),
+        Caller::Token("team-token"),
         Caller::Token("forged"),
         Caller::Basic,
     ];
@@ -312,6 +358,7 @@ async fn every_path_against_every_caller_in_every_setup() {
     let mut table = BTreeMap::new();
     for setup in [
         Setup::Open,
+        Setup::Closed,
         Setup::ClientCa,
         Setup::Delegated,
         Setup::DelegatedMtls,
@@ -371,6 +418,23 @@ async fn every_path_against_every_caller_in_every_setup() {
         ("DelegatedMtls", "Anonymous", "/filter", 403),
         ("ClientCa", "Anonymous", "/metrics", 401),
         ("Open", "Anonymous", "/filter", 200),
+        ("Closed", "Anonymous", "/metrics", 403),
+        ("Closed", "Anonymous", "/healthz", 200),
+        ("Closed", "Anonymous", "/filter", 200),
+        // Explaining live pods is off in this app: allowed is a 404.
+        (
+            "Delegated",
+            "Token(\"team-token\")",
+            "/explain/pods/default/web-1",
+            404,
+        ),
+        (
+            "Delegated",
+            "Token(\"team-token\")",
+            "/explain/pods/kube-system/web-1",
+            403,
+        ),
+        ("Delegated", "Token(\"team-token\")", "/metrics", 403),
     ] {
         assert_eq!(
             table[&(setup.to_string(), caller.to_string(), path.to_string())],
@@ -418,7 +482,13 @@ async fn refusals_name_why_and_are_counted_by_route_and_reason() {
         .await
         .assert_error(
             StatusCode::FORBIDDEN,
-            "user \"system:serviceaccount:tenant:nobody\" cannot get path \"/explain/pods/default/web-1\"",
+            "user \"system:serviceaccount:tenant:nobody\" cannot get pods/explain in namespace \"default\"",
+        );
+    call(&app, Caller::Token("nobody-token"), Method::GET, "/policy")
+        .await
+        .assert_error(
+            StatusCode::FORBIDDEN,
+            "user \"system:serviceaccount:tenant:nobody\" cannot get path \"/policy\"",
         );
     call(&app, Caller::Anonymous, Method::POST, "/filter")
         .await
@@ -432,11 +502,12 @@ async fn refusals_name_why_and_are_counted_by_route_and_reason() {
     for series in [
         r#"placer_http_refusals_total{route="/explain/pods/{namespace}/{name}",reason="no_credentials"} 1"#,
         r#"placer_http_refusals_total{route="/explain/pods/{namespace}/{name}",reason="forbidden"} 1"#,
+        r#"placer_http_refusals_total{route="/policy",reason="forbidden"} 1"#,
         r#"placer_http_refusals_total{route="/metrics",reason="invalid_token"} 1"#,
         r#"placer_http_refusals_total{route="/metrics",reason="malformed_authorization"} 1"#,
         r#"placer_http_refusals_total{route="/filter",reason="no_client_certificate"} 1"#,
         r#"placer_access_reviews_total{review="token",result="unauthenticated"} 1"#,
-        r#"placer_access_reviews_total{review="subject_access",result="denied"} 1"#,
+        r#"placer_access_reviews_total{review="subject_access",result="denied"} 2"#,
     ] {
         assert!(metrics.contains(series), "{series} missing:\n{metrics}");
     }
@@ -588,4 +659,108 @@ async fn unknown_paths_and_methods_are_404_and_405_before_any_check() {
     assert_eq!(reply.status, StatusCode::NOT_FOUND);
     let reply = call(&app, Caller::Anonymous, Method::GET, "/filter").await;
     assert_eq!(reply.status, StatusCode::METHOD_NOT_ALLOWED);
+}
+
+/// A live cluster without a client CA or delegated authentication serves
+/// the always-allowed paths only; every other read is a 403 that names the
+/// flags that would open it, counted as `closed`. The verbs keep their own
+/// check (none without a client CA).
+#[tokio::test]
+async fn a_live_cluster_without_credentials_to_check_closes_the_reads() {
+    let reviews = Reviews::default();
+    let app = app(Setup::Closed, paths::DEFAULT, &reviews, &[]);
+    for path in ["/metrics", "/explain/pods/default/web-1"] {
+        call(&app, Caller::Anonymous, Method::GET, path).await.assert_error(
+            StatusCode::FORBIDDEN,
+            &format!("{path} is closed: placer serves a live cluster and has no way to check who calls. Open it with --client-ca-file (callers present a client certificate from that CA), with --authentication-kubeconfig and --authorization-kubeconfig (the API server checks tokens and RBAC), or to anyone with --authorization-always-allow-paths"),
+        );
+    }
+    // Credentials do not help: nothing could check them.
+    let reply = call(&app, Caller::Token("admin-token"), Method::GET, "/policy").await;
+    assert_eq!(reply.status, StatusCode::FORBIDDEN, "{}", reply.body);
+    let reply = call(&app, Caller::Anonymous, Method::GET, "/readyz").await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    let reply = call(&app, Caller::Anonymous, Method::POST, "/filter").await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    assert!(reviews.calls().is_empty(), "{:?}", reviews.calls());
+
+    // --authorization-always-allow-paths opens what it lists, on purpose.
+    let opened = app_over(Setup::Closed, &["/healthz", "/metrics"]);
+    let metrics = call(&opened, Caller::Anonymous, Method::GET, "/metrics").await;
+    assert_eq!(metrics.status, StatusCode::OK, "{}", metrics.body);
+    let reply = call(&opened, Caller::Anonymous, Method::GET, "/policy").await;
+    assert_eq!(reply.status, StatusCode::FORBIDDEN, "{}", reply.body);
+    let metrics = call(&opened, Caller::Anonymous, Method::GET, "/metrics")
+        .await
+        .body;
+    let series = r#"placer_http_refusals_total{route="/policy",reason="closed"} 1"#;
+    assert!(metrics.contains(series), "{series} missing:\n{metrics}");
+}
+
+fn app_over(setup: Setup, always_allow: &[&str]) -> App {
+    app(setup, always_allow, &Reviews::default(), &[])
+}
+
+/// With a client CA and no delegated authentication, a read without a
+/// certificate is told which flags would let it in.
+#[tokio::test]
+async fn a_read_without_the_client_certificate_is_told_what_opens_it() {
+    let app = app_over(Setup::ClientCa, paths::DEFAULT);
+    call(&app, Caller::Token("reader-token"), Method::GET, "/metrics")
+        .await
+        .assert_error(
+            StatusCode::UNAUTHORIZED,
+            "/metrics needs a client certificate signed by placer's --client-ca-file (--authentication-kubeconfig and --authorization-kubeconfig would accept bearer tokens checked by RBAC; --authorization-always-allow-paths opens a path to anyone)",
+        );
+}
+
+/// A pod's explanation is reviewed as `get` on `pods/explain` of that pod in
+/// its namespace (so a Role can grant it), the namespace decoded as the
+/// handler decodes it; the other reads stay non-resource URLs.
+#[tokio::test]
+async fn a_pod_explanation_is_reviewed_in_the_pods_namespace() {
+    let reviews = Reviews::default();
+    let app = app(Setup::Delegated, paths::DEFAULT, &reviews, &[]);
+    // Allowed, then answered by the handler (explaining live pods is off here).
+    let team = Caller::Token("team-token");
+    for path in [
+        "/explain/pods/default/web-1",
+        "/explain/pods/def%61ult/web-1",
+    ] {
+        let reply = call(&app, team, Method::GET, path).await;
+        assert_eq!(
+            reply.status,
+            StatusCode::NOT_FOUND,
+            "{path}: {}",
+            reply.body
+        );
+    }
+    call(&app, team, Method::GET, "/explain/pods/kube-system/web-1")
+        .await
+        .assert_error(
+            StatusCode::FORBIDDEN,
+            "user \"system:serviceaccount:default:team\" cannot get pods/explain in namespace \"kube-system\"",
+        );
+    call(&app, team, Method::GET, "/metrics").await;
+    let specs = reviews.access_specs();
+    assert_eq!(
+        specs.len(),
+        3,
+        "the decoded path reuses the first answer: {specs:?}"
+    );
+    let pod = |namespace: &str| {
+        json!({
+            "group": "", "resource": "pods", "subresource": "explain",
+            "namespace": namespace, "name": "web-1", "verb": "get",
+        })
+    };
+    assert_eq!(specs[0]["resourceAttributes"], pod("default"));
+    assert_eq!(specs[0]["nonResourceAttributes"], Value::Null);
+    assert_eq!(specs[0]["user"], TEAM);
+    assert_eq!(specs[1]["resourceAttributes"], pod("kube-system"));
+    assert_eq!(
+        specs[2]["nonResourceAttributes"],
+        json!({"path": "/metrics", "verb": "get"})
+    );
+    assert_eq!(specs[2]["resourceAttributes"], Value::Null);
 }

@@ -1,8 +1,9 @@
 //! `POST /bind`: without an API server (a snapshot-backed service), a domain
-//! error in `Error` with status 200; a malformed body is a 400; against a
-//! stand-in API server, the bind is timed in `placer_bind_duration_seconds`,
-//! and every pod or node the checks refuse is answered with the reason while
-//! no Binding is sent.
+//! error in `Error` with status 200; a malformed body, or one without the
+//! pod's UID, is a 400; against a stand-in API server, the bind is timed in
+//! `placer_bind_duration_seconds`, and every pod or node the checks refuse
+//! (a policy that names no scheduler to bind for among them) is answered
+//! with the reason while no Binding is sent.
 
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
@@ -18,6 +19,15 @@ use serde_json::{Value, json};
 
 use crate::support::{App, POLICY, bind_args, compile, fixture_cluster};
 
+/// [`POLICY`] serving kube-scheduler's default profile, whose pods `/bind`
+/// then binds (the stand-in API server's pod is one of them).
+fn served_policy() -> String {
+    POLICY.replace(
+        "extender:\n  defaultProfile: extender\n",
+        "extender:\n  defaultProfile: extender\n  schedulerNames: [default-scheduler]\n",
+    )
+}
+
 const NO_API_SERVER: &str =
     r#"{"Error":"placer cannot bind: it runs from a snapshot file, without an API server"}"#;
 
@@ -29,13 +39,53 @@ async fn without_an_api_server_binding_is_a_domain_error() {
         .await;
     reply.assert(StatusCode::OK, NO_API_SERVER);
     reply.assert_json_content_type();
-    // PodUID is optional on the wire; lower-case keys work as in Go.
+    // Lower-case keys work as in Go.
     app.post(
         "/bind",
-        r#"{"podname":"api","podnamespace":"default","node":"a1"}"#,
+        r#"{"podname":"api","podnamespace":"default","poduid":"uid-api","node":"a1"}"#,
     )
     .await
     .assert(StatusCode::OK, NO_API_SERVER);
+}
+
+const MISSING_UID: &str =
+    "PodUID: missing: /bind binds only the pod kube-scheduler names by its UID";
+
+/// kube-scheduler always sends `PodUID`: a request without one is refused
+/// before anything is looked at, in every setup (no API server, an API
+/// server, a policy that would bind any scheduler's pods), and counted.
+#[tokio::test]
+async fn a_bind_without_the_pods_uid_is_a_bad_request_before_any_lookup() {
+    let server = ApiServer::with_pod(Some(api_pod()));
+    let any = POLICY.replace(
+        "extender:\n  defaultProfile: extender\n",
+        "extender:\n  defaultProfile: extender\n  bindAnyScheduler: true\n",
+    );
+    for (setup, app) in [
+        ("no API server", App::default()),
+        (
+            "schedulerNames",
+            app_with(&served_policy(), &server, |_| {}),
+        ),
+        ("bindAnyScheduler", app_with(&any, &server, |_| {})),
+    ] {
+        for body in [
+            r#"{"PodName":"api","PodNamespace":"default","Node":"a1"}"#.to_string(),
+            r#"{"PodName":"api","PodNamespace":"default","PodUID":null,"Node":"a1"}"#.to_string(),
+            bind_args("api", "default", "", "a1"),
+        ] {
+            app.post("/bind", body)
+                .await
+                .assert_error(StatusCode::BAD_REQUEST, MISSING_UID);
+        }
+        assert_eq!(
+            series(&app, r#"placer_bind_refusals_total{reason="missing_uid"}"#).await,
+            "3",
+            "{setup}"
+        );
+        app.assert_still_serves().await;
+    }
+    assert!(server.requests().is_empty(), "{:?}", server.requests());
 }
 
 #[tokio::test]
@@ -53,6 +103,7 @@ async fn missing_identifying_fields_are_bad_requests() {
         ),
         (bind_args("api", "", "u", "a1"), "PodNamespace: missing"),
         (bind_args("api", "default", "u", ""), "Node: missing"),
+        (bind_args("api", "default", "", "a1"), MISSING_UID),
         ("{}".to_string(), "PodName: missing"),
     ] {
         app.post("/bind", body)
@@ -184,7 +235,7 @@ fn app_with(policy: &str, server: &ApiServer, configure: impl FnOnce(&mut Extend
 }
 
 fn app_with_api_server(server: &ApiServer) -> App {
-    app_with(POLICY, server, |_| {})
+    app_with(&served_policy(), server, |_| {})
 }
 
 /// The value of one series of `/metrics`, "absent" when it is not exposed.
@@ -242,20 +293,72 @@ async fn a_bind_through_the_verb_is_timed_by_result() {
 }
 
 #[tokio::test]
-async fn the_binding_carries_the_pods_uid_even_when_kube_scheduler_sent_none() {
+async fn the_binding_carries_the_pods_uid_as_its_precondition() {
     let server = ApiServer::with_pod(Some(api_pod()));
     let app = app_with_api_server(&server);
     let reply = app
-        .post(
-            "/bind",
-            r#"{"PodName":"api","PodNamespace":"default","Node":"a1"}"#,
-        )
+        .post("/bind", bind_args("api", "default", "uid-api", "a1"))
         .await;
     assert_eq!(reply.json()["Error"], "", "{}", reply.body);
     let bindings = server.bindings();
     assert_eq!(bindings.len(), 1);
     assert_eq!(bindings[0]["metadata"]["uid"], "uid-api");
     assert_eq!(bindings[0]["target"]["name"], "a1");
+}
+
+const NO_SCHEDULER_NAMES: &str = "/bind binds only pods of the schedulers listed in the policy's extender.schedulerNames, and it lists none: list kube-scheduler's profiles there, or bind any scheduler's pods with --bind-any-scheduler (extender.bindAnyScheduler: true); pod default/api not bound";
+
+/// A policy that names no scheduler binds nobody's pods: any client that
+/// reaches `/bind` could otherwise bind any pending pod to any node. Saying
+/// so in words, by the flag or the policy, binds any scheduler's pods.
+#[tokio::test]
+async fn without_scheduler_names_bind_is_refused_unless_any_scheduler_is_allowed() {
+    let server = ApiServer::with_pod(Some(api_pod()));
+    let app = app_with(POLICY, &server, |_| {});
+    let reply = app
+        .post("/bind", bind_args("api", "default", "uid-api", "a1"))
+        .await;
+    assert_refused(&reply, &server, NO_SCHEDULER_NAMES);
+    assert_eq!(
+        series(
+            &app,
+            r#"placer_bind_refusals_total{reason="no_scheduler_names"}"#
+        )
+        .await,
+        "1"
+    );
+    assert!(
+        server.requests().is_empty(),
+        "refused before the pod is looked up: {:?}",
+        server.requests()
+    );
+
+    let by_policy = POLICY.replace(
+        "extender:\n  defaultProfile: extender\n",
+        "extender:\n  defaultProfile: extender\n  bindAnyScheduler: true\n",
+    );
+    let by_flag = |verbs: &mut ExtenderState| {
+        verbs.settings = Arc::new(Settings {
+            bind_any_scheduler: true,
+            ..Settings::default()
+        });
+    };
+    for (how, policy, flag) in [
+        ("policy", by_policy.as_str(), false),
+        ("flag", POLICY, true),
+    ] {
+        let server = ApiServer::with_pod(Some(api_pod()));
+        let app = if flag {
+            app_with(policy, &server, by_flag)
+        } else {
+            app_with(policy, &server, |_| {})
+        };
+        let reply = app
+            .post("/bind", bind_args("api", "default", "uid-api", "a1"))
+            .await;
+        reply.assert(StatusCode::OK, r#"{"Error":""}"#);
+        assert_eq!(server.bindings().len(), 1, "{how}");
+    }
 }
 
 /// One refused `/bind`: its `Error`, the refusal counted by reason, and no
@@ -403,13 +506,15 @@ async fn schedulers_the_extender_does_not_serve_are_refused() {
         r#"pod default/api has schedulerName "default-scheduler", not one of the policy's extender.schedulerNames ["placer-extender"]; not bound"#,
     );
 
-    // A pod of a profile placer schedules itself (--mode both) is never bound here.
+    // A pod of a profile placer schedules itself (--mode both) is never
+    // bound here, not even when any scheduler's pods may be.
     let mut own = api_pod();
     own["spec"]["schedulerName"] = json!("extender");
     let server = ApiServer::with_pod(Some(own));
     let app = app_with(POLICY, &server, |verbs| {
         verbs.settings = Arc::new(Settings {
             own_scheduling: Some("both"),
+            bind_any_scheduler: true,
             ..Settings::default()
         });
     });
@@ -434,7 +539,7 @@ async fn schedulers_the_extender_does_not_serve_are_refused() {
 #[tokio::test]
 async fn a_watched_pending_pod_is_bound_without_a_lookup() {
     let server = ApiServer::with_pod(None);
-    let app = app_with(POLICY, &server, |verbs| {
+    let app = app_with(&served_policy(), &server, |verbs| {
         verbs.pending = Some(Arc::new(PendingPods::from_pods([PodInfo {
             name: "api".into(),
             namespace: "default".into(),

@@ -67,7 +67,7 @@ async fn policy_shows_the_effective_policy_with_defaults() {
         json!({
             "apiVersion": "placer/v1alpha1",
             "kind": "Policy",
-            "extender": {"defaultProfile": "extender"},
+            "extender": {"defaultProfile": "extender", "bindAnyScheduler": false},
             "profiles": [{
                 "schedulerName": "extender",
                 "plugins": [

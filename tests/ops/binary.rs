@@ -19,6 +19,16 @@ fn serve_with_a_snapshot_answers_filter_over_tcp() {
         (ready.status, ready.body.as_str()),
         (200, r#"{"status":"ready"}"#)
     );
+    // A snapshot has no cluster behind it: the reads stay open, and the
+    // start-up line says so.
+    assert_eq!(server.get("/metrics").status, 200);
+    assert!(
+        server
+            .log_text()
+            .contains("open to anyone who reaches the port (--snapshot"),
+        "{}",
+        server.log_text()
+    );
 
     // examples/cluster.yaml: only node-a1 and node-c1 carry hw-encrypt.
     let reply = server.post("/filter", &api_pod_args(FILTER_NODES));

@@ -129,7 +129,7 @@ fn explaining_a_pod_needs_a_client_certificate_too() {
     assert_eq!(reply.status, 401, "{}", reply.body);
     assert_eq!(
         reply.json()["Error"],
-        "/explain/pods/default/web-1 needs a client certificate signed by placer's --client-ca-file"
+        "/explain/pods/default/web-1 needs a client certificate signed by placer's --client-ca-file (--authentication-kubeconfig and --authorization-kubeconfig would accept bearer tokens checked by RBAC; --authorization-always-allow-paths opens a path to anyone)"
     );
 }
 

@@ -8,7 +8,7 @@ use axum::response::Response;
 
 use crate::protocol::{ExtenderBindingArgs, ExtenderBindingResult};
 
-use super::bind_check::{self, Verdict};
+use super::bind_check::{self, MISSING_UID, Verdict};
 use super::body::{RawBody, decode};
 use super::error::ApiError;
 use super::{ExtenderState, answer};
@@ -18,7 +18,7 @@ pub async fn bind(
     State(state): State<ExtenderState>,
     RawBody(body): RawBody,
 ) -> Result<Response, ApiError> {
-    let mut args: ExtenderBindingArgs = decode(&body)?;
+    let args: ExtenderBindingArgs = decode(&body)?;
     for (field, value) in [
         ("PodName", &args.pod_name),
         ("PodNamespace", &args.pod_namespace),
@@ -27,6 +27,17 @@ pub async fn bind(
         if value.is_empty() {
             return Err(ApiError::bad_request(format!("{field}: missing")));
         }
+    }
+    // kube-scheduler always names the pod's UID. Without it a caller could
+    // bind whatever pod holds that name, so it is refused like a wrong UID,
+    // and counted with the other refusals, before anything is looked up.
+    if args.pod_uid.is_empty() {
+        let error = "PodUID: missing: /bind binds only the pod kube-scheduler names by its UID";
+        state.metrics.bind_refused(MISSING_UID);
+        if let Some(suppressed) = state.bind_log.admit(std::time::Instant::now()) {
+            tracing::warn!(pod = %format!("{}/{}", args.pod_namespace, args.pod_name), node = %args.node, reason = MISSING_UID, error, suppressed, "bind refused");
+        }
+        return Err(ApiError::bad_request(error));
     }
     let Some(binder) = &state.binder else {
         let error = "placer cannot bind: it runs from a snapshot file, without an API server";
@@ -50,20 +61,16 @@ pub async fn bind(
             tracing::info!(%pod, node = %args.node, "pod already bound to this node");
             String::new()
         }
-        Ok(Verdict::Bind { uid }) => {
-            // The pod's own UID is the precondition, also when kube-scheduler sent none.
-            args.pod_uid = uid;
-            match binder.bind(&args).await {
-                Ok(()) => {
-                    tracing::info!(%pod, node = %args.node, "bound pod");
-                    String::new()
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "bind failed");
-                    e.to_string()
-                }
+        Ok(Verdict::Bind) => match binder.bind(&args).await {
+            Ok(()) => {
+                tracing::info!(%pod, node = %args.node, "bound pod");
+                String::new()
             }
-        }
+            Err(e) => {
+                tracing::warn!(error = %e, "bind failed");
+                e.to_string()
+            }
+        },
     };
     let domain_error = !error.is_empty();
     Ok(answer(ExtenderBindingResult { error }, domain_error))

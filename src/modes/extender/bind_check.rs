@@ -1,9 +1,14 @@
 //! What `/bind` checks before it sends a Binding (design §3.1, "Bind"):
-//! the node is one placer knows, and the pod exists, is not bound (or is
+//! the policy says whose pods this extender binds (`extender.schedulerNames`,
+//! or any scheduler's by `extender.bindAnyScheduler` / `--bind-any-scheduler`:
+//! otherwise none, so a placer that reaches the API server with
+//! `pods/binding create` is not a way around another scheduler's rules);
+//! the node is one placer knows; and the pod exists, is not bound (or is
 //! bound to that very node already: kube-scheduler's retry after a lost
 //! reply), is not being deleted or finished, has the UID kube-scheduler
-//! named, and belongs to a scheduler this extender serves. Anything else is
-//! refused with the reason and never reaches the API server.
+//! named (the handler has refused a request without one), and belongs to a
+//! scheduler this extender serves. Anything else is refused with the reason
+//! and never reaches the API server.
 //!
 //! Where the pod is looked up, in order:
 //!
@@ -29,6 +34,15 @@ use super::ExtenderState;
 /// Why `/bind` refused a pod (the text goes into `Error`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BindRefusal {
+    /// The policy names no scheduler whose pods this extender binds, and
+    /// nothing says any scheduler's will do.
+    #[error(
+        "/bind binds only pods of the schedulers listed in the policy's extender.schedulerNames, and it lists none: list kube-scheduler's profiles there, or bind any scheduler's pods with --bind-any-scheduler (extender.bindAnyScheduler: true); pod {pod} not bound"
+    )]
+    NoSchedulerNames {
+        /// `namespace/name`.
+        pod: String,
+    },
     /// The node is not in placer's cache.
     #[error("node {node} is not in placer's cache; pod {pod} not bound")]
     NodeUnknown {
@@ -115,6 +129,7 @@ impl BindRefusal {
     /// The `reason` label of `placer_bind_refusals_total`.
     pub fn reason(&self) -> &'static str {
         match self {
+            BindRefusal::NoSchedulerNames { .. } => "no_scheduler_names",
             BindRefusal::NodeUnknown { .. } => "node_unknown",
             BindRefusal::PodNotFound { .. } => "pod_not_found",
             BindRefusal::UidMismatch { .. } => "uid_mismatch",
@@ -128,14 +143,15 @@ impl BindRefusal {
     }
 }
 
+/// The `reason` label of `placer_bind_refusals_total` for a request
+/// without `PodUID`, which the handler answers with a 400 before any check.
+pub const MISSING_UID: &str = "missing_uid";
+
 /// What to do with a pod that passed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
-    /// Send the Binding with this UID as its precondition.
-    Bind {
-        /// The pod's UID.
-        uid: String,
-    },
+    /// Send the Binding with the pod's UID as its precondition.
+    Bind,
     /// Bound to the asked node already (a retry): answer success, send nothing.
     AlreadyDone,
 }
@@ -147,6 +163,16 @@ pub async fn check(
     args: &ExtenderBindingArgs,
 ) -> Result<Verdict, BindRefusal> {
     let pod_key = format!("{}/{}", args.pod_namespace, args.pod_name);
+    {
+        let policy = state.policy.load();
+        let extender = &policy.policy().extender;
+        if extender.scheduler_names.is_none()
+            && !extender.bind_any_scheduler
+            && !state.settings.bind_any_scheduler
+        {
+            return Err(BindRefusal::NoSchedulerNames { pod: pod_key });
+        }
+    }
     if state.cache.read().node(&args.node).is_none() {
         return Err(BindRefusal::NodeUnknown {
             node: args.node.clone(),
@@ -171,7 +197,7 @@ pub async fn check(
 
 /// The pod from placer's own stores, when they hold it with the UID asked for.
 fn known(state: &ExtenderState, args: &ExtenderBindingArgs) -> Option<Arc<PodInfo>> {
-    let same = |p: &PodInfo| args.pod_uid.is_empty() || p.uid == args.pod_uid;
+    let same = |p: &PodInfo| p.uid == args.pod_uid;
     let assigned = state
         .cache
         .read()
@@ -192,7 +218,7 @@ fn judge(
     pod: &PodInfo,
     pod_key: String,
 ) -> Result<Verdict, BindRefusal> {
-    if !args.pod_uid.is_empty() && pod.uid != args.pod_uid {
+    if pod.uid != args.pod_uid {
         return Err(BindRefusal::UidMismatch {
             pod: pod_key,
             asked: args.pod_uid.clone(),
@@ -237,7 +263,5 @@ fn judge(
             allowed: allowed.clone(),
         });
     }
-    Ok(Verdict::Bind {
-        uid: pod.uid.clone(),
-    })
+    Ok(Verdict::Bind)
 }

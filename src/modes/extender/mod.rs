@@ -51,6 +51,9 @@ pub struct Settings {
     /// The mode's name (`standalone`, `both`) when placer schedules the pods
     /// of its profiles itself: `/bind` refuses those pods.
     pub own_scheduling: Option<&'static str>,
+    /// `--bind-any-scheduler`: without the policy's `extender.schedulerNames`,
+    /// `/bind` binds pods of any scheduler; false refuses every `/bind` then.
+    pub bind_any_scheduler: bool,
 }
 
 impl Default for Settings {
@@ -61,6 +64,7 @@ impl Default for Settings {
             verbs_enabled: true,
             path_prefix: String::new(),
             own_scheduling: None,
+            bind_any_scheduler: false,
         }
     }
 }

@@ -4,16 +4,19 @@
 //! | group | routes | check |
 //! | --- | --- | --- |
 //! | [`Group::Verbs`] | `/filter`, `/prioritize`, `/bind`, `/preempt` | with `--client-ca-file`: a client certificate from that CA (kube-scheduler's `tlsConfig`), with `--verbs-allowed-names` one of those CommonNames; else open. 403 otherwise. Never an API call. |
-//! | [`Group::Reads`] | `/healthz`, `/readyz`, `/livez`, `/metrics`, `/policy`, `/debug/*`, `POST /explain`, `/explain/pods/*` | a path in `--authorization-always-allow-paths` (default the health paths) is allowed; else by the [`Scheme`] |
+//! | [`Group::Reads`] | `/healthz`, `/readyz`, `/livez`, `/metrics`, `/policy`, `/debug/*`, `POST /explain` | a path in `--authorization-always-allow-paths` (default the health paths) is allowed; else by the [`Scheme`] |
+//! | [`Group::PodExplanations`] | `/explain/pods/{namespace}/{name}` | as the reads, but delegated access is `get` on `pods/explain` in the pod's namespace |
 //!
 //! The [`Scheme`] of the reads: delegated (TokenReview and
 //! SubjectAccessReview through the API server, a verified client
 //! certificate standing for its CN/O user), else a client certificate from
-//! `--client-ca-file`, else open (trusted networks only). A refusal is a
-//! JSON `{"Error": ...}` naming why (401 without usable credentials, 403
-//! when they are not allowed, 503 when a review could not be done), counted
-//! in `placer_http_refusals_total{route, reason}` and logged at most once
-//! per 10 s.
+//! `--client-ca-file`, else closed when placer serves a live cluster, and
+//! open only for `--snapshot` (a file, no cluster behind it). A refusal is
+//! a JSON `{"Error": ...}` naming why and, where a flag would open the
+//! path, which (401 without usable credentials, 403 when they are not
+//! allowed, 503 when a review could not be done), counted in
+//! `placer_http_refusals_total{route, reason}` and logged at most once per
+//! 10 s.
 
 pub mod identity;
 pub mod paths;
@@ -27,10 +30,12 @@ use std::time::{Duration, Instant};
 
 use axum::Json;
 use axum::Router;
-use axum::extract::{MatchedPath, Request};
+use axum::extract::{FromRequestParts, MatchedPath, Path, Request};
 use axum::http::header::WWW_AUTHENTICATE;
+use axum::http::request::Parts;
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+use futures::FutureExt as _;
 use futures::future::BoxFuture;
 use tracing::warn;
 
@@ -40,7 +45,9 @@ use crate::protocol::ErrorBody;
 
 pub use identity::{ClientCert, User};
 pub use paths::AlwaysAllow;
-pub use review::{Decision, ReviewError, ReviewSettings, Reviewer, TokenVerdict};
+pub use review::{
+    Decision, EXPLAIN_SUBRESOURCE, ReviewError, ReviewSettings, Reviewer, Target, TokenVerdict,
+};
 
 /// Users in this group are allowed without a review, as
 /// `DelegatingAuthorizationOptions.AlwaysAllowGroups` does.
@@ -53,14 +60,23 @@ const LOG_EVERY: Duration = Duration::from_secs(10);
 pub enum Group {
     /// kube-scheduler's verbs.
     Verbs,
-    /// Everything else: health, metrics, debug, policy, explanations.
+    /// Everything else but a pod's explanation: health, metrics, debug,
+    /// policy, `POST /explain`.
     Reads,
+    /// `/explain/pods/{namespace}/{name}`: a read whose delegated check is
+    /// the pod's namespace, so a Role can let a team explain its own pods.
+    PodExplanations,
 }
 
 /// How the reads are protected.
 pub enum Scheme {
-    /// Anyone may read (no delegated authentication, no client CA).
+    /// Anyone may read: `--snapshot` without a client CA or delegated
+    /// authentication (a file, no cluster behind it).
     Open,
+    /// A live cluster without a client CA or delegated authentication: only
+    /// the always-allowed paths, as kube-scheduler's authorizer without its
+    /// kubeconfig allows only `--authorization-always-allow-paths`.
+    Closed,
     /// A client certificate from `--client-ca-file`.
     ClientCertificate,
     /// TokenReview and SubjectAccessReview through the API server.
@@ -114,6 +130,20 @@ pub enum Refusal {
         /// What would do.
         needs: &'static str,
     },
+    /// A read of a live cluster with no way to check the caller.
+    #[error(
+        "{path} is closed: placer serves a live cluster and has no way to check who calls. Open it with --client-ca-file (callers present a client certificate from that CA), with --authentication-kubeconfig and --authorization-kubeconfig (the API server checks tokens and RBAC), or to anyone with --authorization-always-allow-paths"
+    )]
+    Closed {
+        /// The request path.
+        path: String,
+    },
+    /// A pod explanation whose path names no pod placer can review access to.
+    #[error("{path} does not name a pod: namespace and name must be UTF-8")]
+    NoPod {
+        /// The request path.
+        path: String,
+    },
     /// An `Authorization` header that is not `Bearer <token>`.
     #[error("the Authorization header is not \"Bearer <token>\"")]
     MalformedAuthorization,
@@ -121,14 +151,12 @@ pub enum Refusal {
     #[error("the bearer token was not accepted by the API server's TokenReview{}", detail(.0))]
     InvalidToken(String),
     /// The user may not do this.
-    #[error("user {user:?} cannot {verb} path {path:?}{}", detail(.reason))]
+    #[error("user {user:?} cannot {target}{}", detail(.reason))]
     Forbidden {
         /// The user.
         user: String,
-        /// The verb (the HTTP method, lower case).
-        verb: String,
-        /// The request path.
-        path: String,
+        /// What was reviewed.
+        target: Target,
         /// The authorizer's reason.
         reason: String,
     },
@@ -157,6 +185,8 @@ impl Refusal {
             Refusal::NoClientCertificate { .. } => "no_client_certificate",
             Refusal::NameNotAllowed { .. } => "name_not_allowed",
             Refusal::NoCredentials { .. } => "no_credentials",
+            Refusal::Closed { .. } => "closed",
+            Refusal::NoPod { .. } => "no_pod",
             Refusal::MalformedAuthorization => "malformed_authorization",
             Refusal::InvalidToken(_) => "invalid_token",
             Refusal::Forbidden { .. } => "forbidden",
@@ -164,13 +194,16 @@ impl Refusal {
         }
     }
 
-    /// The status: 401 without usable credentials, 403 when not allowed,
-    /// 503 when access could not be checked.
+    /// The status: 401 without usable credentials, 403 when not allowed
+    /// (or nothing could allow it), 503 when access could not be checked,
+    /// 400 for a pod path that names no pod.
     pub fn status(&self) -> StatusCode {
         match self {
             Refusal::NoClientCertificate { .. }
             | Refusal::NameNotAllowed { .. }
+            | Refusal::Closed { .. }
             | Refusal::Forbidden { .. } => StatusCode::FORBIDDEN,
+            Refusal::NoPod { .. } => StatusCode::BAD_REQUEST,
             Refusal::NoCredentials { .. }
             | Refusal::MalformedAuthorization
             | Refusal::InvalidToken(_) => StatusCode::UNAUTHORIZED,
@@ -210,7 +243,8 @@ impl Access {
         })
     }
 
-    /// No checks at all: no client CA, no delegated authentication.
+    /// No checks at all: no client CA, no delegated authentication, no
+    /// cluster behind it (`--snapshot`, and tests).
     pub fn open(metrics: Arc<Metrics>) -> Arc<Access> {
         Access::new(
             AccessSettings {
@@ -227,7 +261,21 @@ impl Access {
     pub fn checks(&self, group: Group) -> bool {
         match group {
             Group::Verbs => self.settings.client_ca,
-            Group::Reads => !matches!(self.settings.reads, Scheme::Open),
+            Group::Reads | Group::PodExplanations => !matches!(self.settings.reads, Scheme::Open),
+        }
+    }
+
+    /// How the reads are checked, in words, for the start-up line.
+    pub fn reads_described(&self) -> &'static str {
+        match self.settings.reads {
+            Scheme::Open => {
+                "open to anyone who reaches the port (--snapshot: a file, no cluster behind it)"
+            }
+            Scheme::Closed => {
+                "closed but for --authorization-always-allow-paths (a live cluster without --client-ca-file or delegated authentication)"
+            }
+            Scheme::ClientCertificate => "client certificate from --client-ca-file",
+            Scheme::Delegated(_) => "delegated (TokenReview, SubjectAccessReview)",
         }
     }
 
@@ -248,11 +296,11 @@ impl Access {
         }
     }
 
-    /// Decides on `req` for `group` without waiting, or says what must be
-    /// reviewed first (delegated reads).
-    fn decide(&self, group: Group, req: &Request) -> Step {
-        let path = req.uri().path();
-        let cert = req.extensions().get::<Arc<ClientCert>>();
+    /// Decides on a request (its head) for `group` without waiting, or
+    /// says what must be reviewed first (delegated reads).
+    fn decide(&self, group: Group, req: &mut Parts) -> Step {
+        let path = req.uri.path();
+        let cert = req.extensions.get::<Arc<ClientCert>>();
         if group == Group::Verbs {
             return Step::Now(self.check_verb(path, cert.map(Arc::as_ref)));
         }
@@ -261,17 +309,20 @@ impl Access {
         }
         match &self.settings.reads {
             Scheme::Open => Step::Now(Ok(())),
+            Scheme::Closed => Step::Now(Err(Refusal::Closed {
+                path: path.to_owned(),
+            })),
             Scheme::ClientCertificate => Step::Now(match cert {
                 Some(_) => Ok(()),
                 None => Err(Refusal::NoCredentials {
                     path: path.to_owned(),
-                    needs: "a client certificate signed by placer's --client-ca-file",
+                    needs: "a client certificate signed by placer's --client-ca-file (--authentication-kubeconfig and --authorization-kubeconfig would accept bearer tokens checked by RBAC; --authorization-always-allow-paths opens a path to anyone)",
                 }),
             }),
             Scheme::Delegated(reviewer) => {
                 let credential = match cert.and_then(|c| c.user()) {
                     Some(user) => Credential::User(user),
-                    None => match identity::bearer(req.headers()) {
+                    None => match identity::bearer(&req.headers) {
                         identity::Bearer::Token(token) => Credential::Token(token.to_owned()),
                         identity::Bearer::Malformed => {
                             return Step::Now(Err(Refusal::MalformedAuthorization));
@@ -289,11 +340,25 @@ impl Access {
                         }
                     },
                 };
+                let target = match group {
+                    Group::PodExplanations => match pod_of(req) {
+                        Some((namespace, name)) => Target::PodExplanation { namespace, name },
+                        None => {
+                            return Step::Now(Err(Refusal::NoPod {
+                                path: req.uri.path().to_owned(),
+                            }));
+                        }
+                    },
+                    _ => Target::Path {
+                        verb: req.method.as_str().to_ascii_lowercase(),
+                        path: path.to_owned(),
+                    },
+                };
                 Step::Review(Review {
                     reviewer: reviewer.clone(),
                     credential,
-                    verb: req.method().as_str().to_ascii_lowercase(),
-                    path: path.to_owned(),
+                    path: req.uri.path().to_owned(),
+                    target,
                 })
             }
         }
@@ -330,6 +395,16 @@ impl Access {
     }
 }
 
+/// The `{namespace}` and `{name}` of a pod explanation's route, decoded as
+/// the handler's `Path` extractor decodes them, so the namespace reviewed
+/// is the namespace served. `None` when they cannot be decoded (the
+/// handler would refuse the request too).
+fn pod_of(req: &mut Parts) -> Option<(String, String)> {
+    // The extractor only reads the route's captures: it is ready at once.
+    let extracted = Path::<(String, String)>::from_request_parts(req, &()).now_or_never()?;
+    extracted.ok().map(|Path(pod)| pod)
+}
+
 /// What [`Access::decide`] concluded.
 enum Step {
     /// Decided.
@@ -350,8 +425,9 @@ enum Credential {
 struct Review {
     reviewer: Arc<Reviewer>,
     credential: Credential,
-    verb: String,
+    /// The request path (for a failed review's message).
     path: String,
+    target: Target,
 }
 
 impl Review {
@@ -373,7 +449,7 @@ impl Review {
         }
         let decision = self
             .reviewer
-            .authorize(&user, &self.verb, &self.path)
+            .authorize(&user, &self.target)
             .await
             .map_err(failed)?;
         if decision.allowed {
@@ -381,8 +457,7 @@ impl Review {
         } else {
             Err(Refusal::Forbidden {
                 user: user.name,
-                verb: self.verb,
-                path: self.path,
+                target: self.target,
                 reason: decision.reason,
             })
         }
@@ -441,7 +516,10 @@ where
                 .map_or("other", MatchedPath::as_str)
                 .to_owned()
         };
-        match access.decide(self.group, &req) {
+        let (mut head, body) = req.into_parts();
+        let step = access.decide(self.group, &mut head);
+        let req = Request::from_parts(head, body);
+        match step {
             Step::Now(Ok(())) => Box::pin(inner.call(req)),
             Step::Now(Err(refusal)) => {
                 let response = access.refuse(refusal, &route());

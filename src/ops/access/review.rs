@@ -1,8 +1,11 @@
 //! Delegated authentication and authorization: a bearer token is checked
 //! with a TokenReview (`authentication.k8s.io/v1`), a user's access with a
-//! SubjectAccessReview (`authorization.k8s.io/v1`) for a non-resource URL,
-//! both through the API server, as kube-scheduler and the other components
-//! built on `k8s.io/apiserver` do.
+//! SubjectAccessReview (`authorization.k8s.io/v1`), both through the API
+//! server, as kube-scheduler and the other components built on
+//! `k8s.io/apiserver` do. A SubjectAccessReview asks about a non-resource
+//! URL, as kube-scheduler's own paths, except for a pod's explanation,
+//! which asks about `get` on the subresource `pods/explain` in the pod's
+//! namespace ([`Target`]), so a namespaced Role can grant it.
 //!
 //! The defaults are those of `k8s.io/apiserver/pkg/server/options`
 //! (`NewDelegatingAuthenticationOptions`, `NewDelegatingAuthorizationOptions`):
@@ -22,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
 use k8s_openapi::api::authorization::v1::{
-    NonResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+    NonResourceAttributes, ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };
 use kube::api::PostParams;
 use kube::{Api, Client};
@@ -83,6 +86,81 @@ pub enum TokenVerdict {
     User(User),
     /// Not authenticated, with the API server's error text when it gave one.
     Rejected(String),
+}
+
+/// The subresource of `pods` a pod's explanation is authorized as: a Role
+/// grants it with `resources: ["pods/explain"]`, `verbs: ["get"]`.
+pub const EXPLAIN_SUBRESOURCE: &str = "explain";
+
+/// What a SubjectAccessReview asks about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// A non-resource URL with a verb (the HTTP method, lower case).
+    Path {
+        /// The verb.
+        verb: String,
+        /// The request path.
+        path: String,
+    },
+    /// One pod's explanation: `get` on `pods/explain` of that pod, in its
+    /// namespace (core API group).
+    PodExplanation {
+        /// The pod's namespace.
+        namespace: String,
+        /// The pod's name.
+        name: String,
+    },
+}
+
+impl Target {
+    /// The attributes of the review's spec.
+    fn attributes(&self) -> (Option<NonResourceAttributes>, Option<ResourceAttributes>) {
+        match self {
+            Target::Path { verb, path } => (
+                Some(NonResourceAttributes {
+                    path: Some(path.clone()),
+                    verb: Some(verb.clone()),
+                }),
+                None,
+            ),
+            Target::PodExplanation { namespace, name } => (
+                None,
+                Some(ResourceAttributes {
+                    group: Some(String::new()),
+                    resource: Some("pods".into()),
+                    subresource: Some(EXPLAIN_SUBRESOURCE.into()),
+                    namespace: Some(namespace.clone()),
+                    name: Some(name.clone()),
+                    verb: Some("get".into()),
+                    ..Default::default()
+                }),
+            ),
+        }
+    }
+
+    /// Bytes of the client's choosing in the review (for the cache bound).
+    fn len(&self) -> usize {
+        match self {
+            Target::Path { verb, path } => verb.len() + path.len(),
+            Target::PodExplanation { namespace, name } => namespace.len() + name.len(),
+        }
+    }
+}
+
+impl std::fmt::Display for Target {
+    /// What the user asked to do, as a refusal names it: `get path
+    /// "/metrics"`, `get pods/explain in namespace "team-a"`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Target::Path { verb, path } => write!(f, "{verb} path {path:?}"),
+            Target::PodExplanation { namespace, .. } => {
+                write!(
+                    f,
+                    "get pods/{EXPLAIN_SUBRESOURCE} in namespace {namespace:?}"
+                )
+            }
+        }
+    }
 }
 
 /// What a SubjectAccessReview decided.
@@ -180,27 +258,20 @@ impl Reviewer {
         Ok(verdict)
     }
 
-    /// Whether `user` may `verb` the non-resource URL `path`.
-    pub async fn authorize(
-        &self,
-        user: &User,
-        verb: &str,
-        path: &str,
-    ) -> Result<Decision, ReviewError> {
+    /// Whether `user` may do `target`.
+    pub async fn authorize(&self, user: &User, target: &Target) -> Result<Decision, ReviewError> {
+        let (non_resource_attributes, resource_attributes) = target.attributes();
         let spec = SubjectAccessReviewSpec {
             user: Some(user.name.clone()),
             uid: Some(user.uid.clone()).filter(|u| !u.is_empty()),
             groups: Some(user.groups.clone()),
             extra: Some(user.extra.clone()).filter(|e| !e.is_empty()),
-            non_resource_attributes: Some(NonResourceAttributes {
-                path: Some(path.to_owned()),
-                verb: Some(verb.to_owned()),
-            }),
-            resource_attributes: None,
+            non_resource_attributes,
+            resource_attributes,
         };
         // The spec itself is the key, as in kube's webhook authorizer.
         let key = serde_json::to_string(&spec).unwrap_or_default();
-        let cacheable = !key.is_empty() && path.len() + verb.len() < MAX_CACHED_PATH;
+        let cacheable = !key.is_empty() && target.len() < MAX_CACHED_PATH;
         if cacheable && let Some(decision) = self.decisions.get(&key, Instant::now()) {
             return Ok(decision);
         }

@@ -5,6 +5,11 @@
 //! ready when `GET /readyz` answers 200 (policy loaded, caches synced). The port stays the same
 //! across [`Placer::restart`], so a kube-scheduler configured with its URL keeps working after an
 //! outage.
+//!
+//! Out of cluster without delegated authentication placer closes its reads (`/metrics`,
+//! `/policy`, `/debug/*`, `/explain/*`), and the tests read them without credentials: unless a
+//! test sets up access itself (one of [`ACCESS_FLAGS`]), the harness opens them on purpose, as an
+//! operator would, with [`OPEN_READS`].
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -15,6 +20,16 @@ use anyhow::{Context as _, ensure};
 use super::env::TestEnv;
 use super::probe::{free_port, http_get, https_get_insecure, wait_ready};
 use super::process::{ChildProcess, STOP_GRACE};
+
+/// Flags that set up who may read; a test giving one decides access itself.
+const ACCESS_FLAGS: [&str; 4] = [
+    "--authorization-always-allow-paths",
+    "--authentication-kubeconfig",
+    "--authorization-kubeconfig",
+    "--client-ca-file",
+];
+/// What the harness adds when a test gives none of [`ACCESS_FLAGS`]: every read open.
+const OPEN_READS: &str = "--authorization-always-allow-paths=/*";
 
 /// How long placer may take to report `/readyz`.
 const READY_TIMEOUT: Duration = Duration::from_mins(1);
@@ -174,6 +189,13 @@ impl Placer {
             .any(|a| a.starts_with("--shutdown-delay-seconds"))
         {
             cmd.arg("--shutdown-delay-seconds=0");
+        }
+        let sets_access = self
+            .extra_args
+            .iter()
+            .any(|a| ACCESS_FLAGS.iter().any(|flag| a.starts_with(flag)));
+        if !sets_access {
+            cmd.arg(OPEN_READS);
         }
         cmd.args(&self.extra_args)
             .arg(format!("--policy={}", self.policy.display()))

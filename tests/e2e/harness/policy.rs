@@ -4,7 +4,9 @@ use std::fmt::Write as _;
 
 use serde_json::Value;
 
-/// A policy with a single profile that is also the extender's default profile.
+/// A policy with a single profile that is also the extender's default profile, and whose
+/// name is the one scheduler whose pods `/bind` binds (`extender.schedulerNames`: the test's
+/// kube-scheduler profile has the same name).
 #[derive(Clone, Debug)]
 pub struct Policy {
     profile: String,
@@ -31,7 +33,7 @@ impl Policy {
     /// The policy file's YAML text (args are written as JSON flow mappings, which YAML accepts).
     pub fn to_yaml(&self) -> String {
         let mut out = format!(
-            "apiVersion: placer/v1alpha1\nkind: Policy\nextender:\n  defaultProfile: {0}\nprofiles:\n  - schedulerName: {0}\n    plugins:\n",
+            "apiVersion: placer/v1alpha1\nkind: Policy\nextender:\n  defaultProfile: {0}\n  schedulerNames: [{0}]\nprofiles:\n  - schedulerName: {0}\n    plugins:\n",
             self.profile
         );
         if self.plugins.is_empty() {
