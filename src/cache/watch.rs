@@ -3,8 +3,8 @@
 //! Each watcher keeps only the slim [`NodeInfo`](crate::objects::NodeInfo) /
 //! [`PodInfo`] records: nodes are decoded straight into theirs
 //! ([`LeanNode`]), other objects are dropped as soon as they are converted,
-//! so nothing is held twice. The list-and-watch loop ([`watch_stream`]) retries failures with a
-//! short, capped backoff and reports each kind's health; it never ends the
+//! so nothing is held twice. The list-and-watch loop ([`watch_stream`]) retries failures with
+//! client-go's reflector backoff and reports each kind's health; it never ends the
 //! stream or the process. Every applied change that may let a parked pod fit
 //! is reported to the cache's [`ChangeFeed`](crate::cache::ChangeFeed) while
 //! the write lock is still held, so a request that read the cache before the

@@ -53,16 +53,17 @@ impl WatchHealth {
         }
     }
 
-    /// A list or watch failed. Logs the start of an outage once; the retries
-    /// of the same outage stay quiet.
-    pub fn failed(&self, error: &dyn std::fmt::Display) {
+    /// A list or watch failed; the next try comes after `retry_in`. Logs the
+    /// start of an outage once; the retries of the same outage log at debug
+    /// level.
+    pub fn failed(&self, error: &dyn std::fmt::Display, retry_in: Duration) {
         let mut s = self.state.lock();
         s.connected = false;
         if s.down_since.is_none() {
             s.down_since = Some(Instant::now());
-            warn!(kind = self.kind, %error, "watch disconnected; retrying with a short, capped backoff");
+            warn!(kind = self.kind, %error, ?retry_in, "watch disconnected; retrying with backoff (0.8 s doubling to 30 s, jittered)");
         } else {
-            tracing::debug!(kind = self.kind, %error, "watch still disconnected");
+            tracing::debug!(kind = self.kind, %error, ?retry_in, "watch still disconnected");
         }
     }
 
@@ -115,8 +116,8 @@ mod tests {
         assert!(!h.is_connected(), "not connected before the first list");
         h.seen();
         assert!(h.is_connected() && h.down_for().is_none());
-        h.failed(&"connection refused");
-        h.failed(&"connection refused");
+        h.failed(&"connection refused", Duration::from_secs(1));
+        h.failed(&"connection refused", Duration::from_secs(2));
         assert!(!h.is_connected());
         assert!(h.down_for().is_some());
         h.seen();

@@ -196,8 +196,20 @@ pub struct ServeArgs {
     /// the README, "Memory".
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(0..=86_400))]
     pub memory_trim_interval_seconds: u64,
-    /// Elect a leader through a Lease before scheduling (standalone mode).
-    #[arg(long)]
+    /// Elect a leader through a Lease before scheduling (standalone and both
+    /// modes; ignored in extender mode). On by default, as kube-scheduler's:
+    /// `--leader-elect=false` lets every replica schedule, for one replica
+    /// only.
+    #[arg(
+        long,
+        value_name = "BOOL",
+        default_value_t = true,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        action = clap::ArgAction::Set,
+        value_parser = parse_go_bool
+    )]
     pub leader_elect: bool,
     /// Namespace of the leader-election Lease (default: $POD_NAMESPACE, else "default").
     #[arg(
@@ -355,6 +367,16 @@ fn parse_path_prefix(value: &str) -> Result<String, String> {
     Ok(prefix.to_string())
 }
 
+/// A boolean flag's value as kube-scheduler's flags (Go's
+/// `strconv.ParseBool`) read it.
+fn parse_go_bool(value: &str) -> Result<bool, String> {
+    match value {
+        "1" | "t" | "T" | "TRUE" | "true" | "True" => Ok(true),
+        "0" | "f" | "F" | "FALSE" | "false" | "False" => Ok(false),
+        _ => Err(format!("{value:?} is not a boolean (true or false)")),
+    }
+}
+
 /// One `--authorization-always-allow-paths` entry: `*` only at the end.
 fn parse_always_allow_path(value: &str) -> Result<String, String> {
     crate::ops::access::AlwaysAllow::new(&[value])?;
@@ -456,6 +478,35 @@ mod tests {
             args.leader_elect_resource_name, "old",
             "the old name still works"
         );
+    }
+
+    /// `serve`'s arguments parsed from `args`, or clap's error.
+    fn serve_args(args: &[&str]) -> Result<ServeArgs, clap::Error> {
+        let argv = ["placer", "serve"].iter().chain(args);
+        match Cli::try_parse_from(argv)?.command {
+            Command::Serve(args) => Ok(args),
+            other => panic!("not serve: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn leader_election_is_on_unless_turned_off_as_kube_scheduler_s_flag() {
+        let elect = |args: &[&str]| serve_args(args).map(|a| a.leader_elect);
+        assert_eq!(elect(&[]).ok(), Some(true), "on by default");
+        assert_eq!(elect(&["--leader-elect"]).ok(), Some(true));
+        for off in ["false", "False", "FALSE", "f", "F", "0"] {
+            let arg = format!("--leader-elect={off}");
+            assert_eq!(elect(&[&arg]).ok(), Some(false), "{arg}");
+        }
+        for on in ["true", "True", "TRUE", "t", "T", "1"] {
+            let arg = format!("--leader-elect={on}");
+            assert_eq!(elect(&[&arg]).ok(), Some(true), "{arg}");
+        }
+        let err = elect(&["--leader-elect=no"]).unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+        assert!(err.to_string().contains("--leader-elect"), "{err}");
+        // As with pflag, a value needs "=": a separate word is not the flag's.
+        assert!(elect(&["--leader-elect", "false"]).is_err());
     }
 
     #[test]

@@ -192,3 +192,55 @@ async fn chart_passes_server_side_dry_run_in_every_mode() -> anyhow::Result<()> 
     }
     Ok(())
 }
+
+/// The leader-election flags each mode and `leaderElection.enabled` render: placer elects by
+/// default, so `enabled: false` must say `--leader-elect=false`, and extender mode, which does
+/// not schedule, passes none (nor gets a Lease Role).
+#[test]
+fn leader_election_flags_follow_the_values() -> anyhow::Result<()> {
+    let helm = helm_dir()?.join("helm");
+    for (mode, enabled, flag) in [
+        ("standalone", true, Some("--leader-elect")),
+        ("standalone", false, Some("--leader-elect=false")),
+        ("both", true, Some("--leader-elect")),
+        ("both", false, Some("--leader-elect=false")),
+        ("extender", true, None),
+        ("extender", false, None),
+    ] {
+        let sets = [
+            format!("mode={mode}"),
+            format!("leaderElection.enabled={enabled}"),
+        ];
+        let docs = render(&helm, "placer", "placer-system", &sets)?;
+        let args: Vec<&str> = docs
+            .iter()
+            .filter(|d| d["kind"] == "Deployment" && d["metadata"]["name"] == "placer")
+            .filter_map(|d| d["spec"]["template"]["spec"]["containers"][0]["args"].as_array())
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        ensure!(!args.is_empty(), "{mode}: no placer Deployment rendered");
+        let election: Vec<&str> = args
+            .iter()
+            .copied()
+            .filter(|a| *a == "--leader-elect" || a.starts_with("--leader-elect="))
+            .collect();
+        assert_eq!(
+            election,
+            flag.into_iter().collect::<Vec<_>>(),
+            "mode {mode}, enabled {enabled}: {args:?}"
+        );
+        let lease_role = docs.iter().any(|d| {
+            d["kind"] == "Role"
+                && d["metadata"]["name"]
+                    .as_str()
+                    .is_some_and(|n| n.ends_with("-leader-election"))
+        });
+        assert_eq!(
+            lease_role,
+            flag == Some("--leader-elect"),
+            "mode {mode}, enabled {enabled}: a Lease Role only when electing"
+        );
+    }
+    Ok(())
+}

@@ -59,7 +59,7 @@ async fn readyz_stays_200_and_names_disconnected_watches() {
     let app = App::over_cache(compiled, cache.clone(), Settings::default());
     let node = cache.watches().kind("node");
     node.seen();
-    node.failed(&"connection refused");
+    node.failed(&"connection refused", std::time::Duration::from_secs(1));
     let reply = app.get("/readyz").await;
     assert_eq!(reply.status, StatusCode::OK);
     let body = reply.json();

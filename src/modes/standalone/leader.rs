@@ -137,7 +137,10 @@ impl ElectionConfig {
 #[derive(Debug, thiserror::Error)]
 pub enum JoinError {
     /// The Lease could not be read (missing RBAC, say).
-    #[error("reading the leader-election Lease {lease}")]
+    #[error(
+        "reading the leader-election Lease {lease} (--leader-elect is on by default; \
+         --leader-elect=false schedules without a Lease, for a single replica)"
+    )]
     ReadLease {
         /// The Lease, `namespace/name`.
         lease: String,

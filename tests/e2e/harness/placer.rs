@@ -43,6 +43,8 @@ pub struct Placer {
     port: u16,
     mode: &'static str,
     extra_args: Vec<String>,
+    /// Whether the harness turns leader election off (see [`Placer::restart`]).
+    election_off: bool,
 }
 
 impl Placer {
@@ -82,6 +84,31 @@ impl Placer {
         extra_args: &[&str],
         kubeconfig: &Path,
     ) -> anyhow::Result<Self> {
+        Self::launch(env, policy, name, mode, extra_args, kubeconfig, true).await
+    }
+
+    /// Like [`Placer::start_with`] with the admin identity and no arguments of the test's, the
+    /// harness's leader-election default included: placer's own defaults decide (in the
+    /// scheduling modes, leader election on the Lease `placer` in namespace `default`).
+    pub async fn start_electing_by_default(
+        env: &TestEnv,
+        policy: &str,
+        name: &str,
+        mode: &'static str,
+    ) -> anyhow::Result<Self> {
+        let kubeconfig = env.cluster().kubeconfig();
+        Self::launch(env, policy, name, mode, &[], kubeconfig, false).await
+    }
+
+    async fn launch(
+        env: &TestEnv,
+        policy: &str,
+        name: &str,
+        mode: &'static str,
+        extra_args: &[&str],
+        kubeconfig: &Path,
+        election_off: bool,
+    ) -> anyhow::Result<Self> {
         // In a directory of its own, as a ConfigMap volume mounts it: placer watches the
         // directory, and the logs written beside it (kwok's, busy in the scale runs) are no
         // concern of a deployed placer.
@@ -99,6 +126,7 @@ impl Placer {
             port: free_port(),
             mode,
             extra_args: extra_args.iter().map(|a| (*a).to_string()).collect(),
+            election_off,
         };
         placer.restart().await?;
         Ok(placer)
@@ -197,6 +225,20 @@ impl Placer {
         if !sets_access {
             cmd.arg(OPEN_READS);
         }
+        // Leader election is on by default in the scheduling modes, on one Lease name: every
+        // test's replica on the shared control plane would contend for it. Tests run one replica
+        // unless they elect, so the harness turns it off unless the test passes a --leader-elect
+        // flag of its own (tests/e2e/standalone/leader.rs) or asks for placer's defaults.
+        let schedules = matches!(self.mode, "standalone" | "both");
+        if schedules
+            && self.election_off
+            && !self
+                .extra_args
+                .iter()
+                .any(|a| a == "--leader-elect" || a.starts_with("--leader-elect="))
+        {
+            cmd.arg("--leader-elect=false");
+        }
         cmd.args(&self.extra_args)
             .arg(format!("--policy={}", self.policy.display()))
             .arg(format!("--listen=127.0.0.1:{}", self.port))
@@ -205,7 +247,11 @@ impl Placer {
                 "RUST_LOG",
                 std::env::var("PLACER_E2E_RUST_LOG").unwrap_or_else(|_| "info".into()),
             )
-            .env_remove("KUBECONFIG");
+            .env_remove("KUBECONFIG")
+            // The Lease's namespace and this replica's identity default to these (as in a pod):
+            // the tests choose them.
+            .env_remove("POD_NAMESPACE")
+            .env_remove("POD_NAME");
         let process = ChildProcess::spawn("placer", cmd, &self.log)?;
         let port = self.port;
         let (https, url) = (self.https(), self.url());

@@ -263,6 +263,14 @@ impl TestEnv {
         Placer::start_as(self, &policy, name, "standalone", extra_args, kubeconfig).await
     }
 
+    /// Starts placer replica `name` in standalone mode, with [`standalone_policy`] for this test's
+    /// scheduler name, the admin identity and no flag of the test's or the harness's about leader
+    /// election: placer's defaults (see [`Placer::start_electing_by_default`]).
+    pub async fn start_standalone_electing_by_default(&self, name: &str) -> anyhow::Result<Placer> {
+        let policy = standalone_policy(&self.scheduler_name())?;
+        Placer::start_electing_by_default(self, &policy, name, "standalone").await
+    }
+
     /// Creates `pod` with `spec` (a JSON object: tolerations, affinity, containers' ports, ...)
     /// merged into its spec; a `containers` entry replaces the builder's container list.
     pub async fn create_pod_with_spec(&self, pod: &PodBuilder, spec: Value) -> anyhow::Result<Pod> {
@@ -394,7 +402,16 @@ impl TestEnv {
 
     /// The `holderIdentity` of Lease `name` in the test's namespace (`None`: absent or released).
     pub async fn lease_holder(&self, name: &str) -> anyhow::Result<Option<String>> {
-        let leases: Api<Lease> = Api::namespaced(self.client().clone(), self.namespace());
+        self.lease_holder_in(self.namespace(), name).await
+    }
+
+    /// Like [`TestEnv::lease_holder`] for the Lease `name` in `namespace`.
+    pub async fn lease_holder_in(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> anyhow::Result<Option<String>> {
+        let leases: Api<Lease> = Api::namespaced(self.client().clone(), namespace);
         Ok(leases
             .get_opt(name)
             .await?

@@ -1,5 +1,5 @@
-//! Two replicas with `--leader-elect`: failover after a crash and handover on SIGTERM,
-//! without binding a pod twice.
+//! Two replicas electing a leader (with `--leader-elect`, and by default without any flag):
+//! failover after a crash and handover on SIGTERM, without binding a pod twice.
 
 use super::*;
 use crate::harness::http_get;
@@ -33,14 +33,24 @@ async fn two_replicas(
     Ok([a, b])
 }
 
-/// Waits until one replica holds the Lease (by identity) and says so in `placer_leader`, the
-/// other saying 0; returns the leader's index.
+/// Waits until one replica holds the Lease `lease` of the test's namespace (by identity) and
+/// says so in `placer_leader`, the other saying 0; returns the leader's index.
 async fn wait_leader(env: &TestEnv, lease: &str, replicas: &[&Placer]) -> anyhow::Result<usize> {
+    wait_leader_in(env, env.namespace(), lease, replicas).await
+}
+
+/// Like [`wait_leader`] for the Lease `lease` in `namespace`.
+async fn wait_leader_in(
+    env: &TestEnv,
+    namespace: &str,
+    lease: &str,
+    replicas: &[&Placer],
+) -> anyhow::Result<usize> {
     env.poll(
-        &format!("one replica to hold Lease {lease}"),
+        &format!("one replica to hold Lease {namespace}/{lease}"),
         LEASE_DURATION * 2,
         || async {
-            let holder = env.lease_holder(lease).await?;
+            let holder = env.lease_holder_in(namespace, lease).await?;
             let mut gauges = Vec::new();
             for r in replicas {
                 gauges.push(r.metric("placer_leader").await?.unwrap_or(-1.0));
@@ -64,15 +74,26 @@ async fn wait_leader(env: &TestEnv, lease: &str, replicas: &[&Placer]) -> anyhow
     .await
 }
 
-/// Polls the Lease every 100 ms until `identity` holds it; returns how long that took.
+/// Polls the Lease `lease` of the test's namespace every 100 ms until `identity` holds it;
+/// returns how long that took.
 async fn wait_holder(env: &TestEnv, lease: &str, identity: &str) -> anyhow::Result<Duration> {
+    wait_holder_in(env, env.namespace(), lease, identity).await
+}
+
+/// Like [`wait_holder`] for the Lease `lease` in `namespace`.
+async fn wait_holder_in(
+    env: &TestEnv,
+    namespace: &str,
+    lease: &str,
+    identity: &str,
+) -> anyhow::Result<Duration> {
     let start = Instant::now();
     env.poll_every(
-        &format!("{identity} to hold Lease {lease}"),
+        &format!("{identity} to hold Lease {namespace}/{lease}"),
         LEASE_DURATION * 2,
         Duration::from_millis(100),
         || async {
-            Ok(match env.lease_holder(lease).await? {
+            Ok(match env.lease_holder_in(namespace, lease).await? {
                 Some(h) if h == identity => ControlFlow::Break(start.elapsed()),
                 other => ControlFlow::Continue(format!("holder {other:?}")),
             })
@@ -104,6 +125,28 @@ fn bind_lines(env: &TestEnv, replicas: &[&Placer], pod: &str) -> anyhow::Result<
                 .count())
         })
         .collect()
+}
+
+/// Waits until one of `replicas` logged a "bound pod" line for `pod` (the log follows the bind);
+/// returns each replica's count.
+async fn wait_bind_lines(
+    env: &TestEnv,
+    replicas: &[&Placer],
+    pod: &str,
+) -> anyhow::Result<Vec<usize>> {
+    env.poll(
+        &format!("a \"bound pod\" line for {pod}"),
+        SCHEDULING_TIMEOUT,
+        || async {
+            let lines = bind_lines(env, replicas, pod)?;
+            Ok(if lines.iter().sum::<usize>() > 0 {
+                ControlFlow::Break(lines)
+            } else {
+                ControlFlow::Continue(format!("{lines:?}"))
+            })
+        },
+    )
+    .await
 }
 
 /// Waits for the pod's `Scheduled` event: it follows the binding, asynchronously, so it can lag
@@ -191,6 +234,67 @@ async fn leader_failover_after_kill() -> anyhow::Result<()> {
             assert_eq!(events.len(), 1, "{pod}: Scheduled events {events:#?}");
             assert!(events[0].series.is_none(), "{pod}: {events:#?}");
         }
+    }
+    Ok(())
+}
+
+/// Two replicas started with no leader-election flag, as kube-scheduler's would be: election is
+/// on by default, on placer's default Lease (`placer` in namespace `default`, no `$POD_NAMESPACE`
+/// here), so exactly one replica holds it and binds every pod, the other binding none. Once the
+/// leader is stopped (SIGTERM to its process id), the other takes the Lease and binds the pods
+/// created after. No other test uses the default Lease (the harness turns election off unless a
+/// test elects).
+#[tokio::test]
+async fn two_replicas_without_flags_elect_one_scheduler() -> anyhow::Result<()> {
+    let env = TestEnv::new("sa-leader-default").await?;
+    let nodes = env.create_nodes([env.node("n1"), env.node("n2")]).await?;
+    let (namespace, lease) = ("default", "placer");
+    let mut replicas = [
+        env.start_standalone_electing_by_default("placer-a").await?,
+        env.start_standalone_electing_by_default("placer-b").await?,
+    ];
+    let both = [&replicas[0], &replicas[1]];
+    let leader = wait_leader_in(&env, namespace, lease, &both).await?;
+    let follower = 1 - leader;
+    let follower_id = identity(&replicas[follower]);
+
+    let before = create_pods(&env, "before", 4).await?;
+    for pod in &before {
+        assert!(nodes.contains(&env.wait_pod_bound(pod).await?));
+    }
+    let mut expected = vec![0, 0];
+    expected[leader] = 1;
+    for pod in &before {
+        assert_eq!(
+            wait_bind_lines(&env, &both, pod).await?,
+            expected,
+            "\"bound pod\" lines for {pod} in placer-a, placer-b: only the leader binds"
+        );
+    }
+
+    let pid = replicas[leader]
+        .pid()
+        .context("the leader is not running")?;
+    eprintln!("stopping the leader, process {pid}");
+    replicas[leader].terminate();
+    let status = replicas[leader].wait_exit(Duration::from_secs(30)).await?;
+    assert!(status.success(), "the old leader exited with {status}");
+    let takeover = wait_holder_in(&env, namespace, lease, &follower_id).await?;
+    eprintln!("takeover after the leader stopped: {takeover:?}");
+    let after = create_pods(&env, "after", 4).await?;
+    for pod in &after {
+        assert!(nodes.contains(&env.wait_pod_bound(pod).await?));
+    }
+    assert_eq!(replicas[follower].metric("placer_leader").await?, Some(1.0));
+    let mut expected = vec![0, 0];
+    expected[follower] = 1;
+    let both = [&replicas[0], &replicas[1]];
+    for pod in &after {
+        assert_eq!(
+            wait_bind_lines(&env, &both, pod).await?,
+            expected,
+            "\"bound pod\" lines for {pod} in placer-a, placer-b after the handover"
+        );
     }
     Ok(())
 }
