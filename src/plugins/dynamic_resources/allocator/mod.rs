@@ -32,7 +32,6 @@ mod capacity;
 mod cel;
 #[cfg(test)]
 mod cel_tests;
-mod cel_values;
 mod census;
 mod checks;
 mod class_devices;
