@@ -229,7 +229,7 @@ const GROWING: &[&str] = &[
 /// Namespaces a call's target may spell (`sets.contains(...)`): not
 /// values, never wrapped.
 const NAMESPACES: &[&str] = &[
-    "strings", "lists", "sets", "format", "optional", "math", "cel",
+    "strings", "lists", "sets", "format", "optional", "math", "cel", "ip",
 ];
 
 /// Functions replaced by bounded versions: (namespace or "", name, new name).

@@ -136,11 +136,14 @@ fn position<'b, 'v>(
     owned(CelInt::from(found.map_or(-1, |i| i as i64)))
 }
 
+/// The elements of a list argument.
+type Items<'a, 'v> = Vec<&'a (dyn Val + 'v)>;
+
 fn set_pair<'a, 'b, 'v>(
     args: &'a [CowVal<'b, 'v>],
     function: &str,
-) -> Result<(Vec<&'a (dyn Val + 'v)>, Vec<&'a (dyn Val + 'v)>), ExecutionError> {
-    Ok((list_arg(args, 0, function)?, list_arg(args, 1, function)?))
+) -> Result<[Items<'a, 'v>; 2], ExecutionError> {
+    Ok([list_arg(args, 0, function)?, list_arg(args, 1, function)?])
 }
 
 fn contains_all(of: &[&dyn Val], items: &[&dyn Val]) -> bool {
@@ -241,7 +244,7 @@ pub(super) fn register(env: &mut Env) -> Result<(), cel::DeclarationError> {
         "list_sets_contains_list",
         vec![LIST_TYPE, LIST_TYPE],
         |a| {
-            let (list, sub) = set_pair(&a, "sets.contains")?;
+            let [list, sub] = set_pair(&a, "sets.contains")?;
             owned(cel::common::types::CelBool::from(contains_all(&list, &sub)))
         },
     )?;
@@ -250,7 +253,7 @@ pub(super) fn register(env: &mut Env) -> Result<(), cel::DeclarationError> {
         "list_sets_equivalent_list",
         vec![LIST_TYPE, LIST_TYPE],
         |a| {
-            let (x, y) = set_pair(&a, "sets.equivalent")?;
+            let [x, y] = set_pair(&a, "sets.equivalent")?;
             owned(cel::common::types::CelBool::from(
                 contains_all(&x, &y) && contains_all(&y, &x),
             ))
@@ -261,7 +264,7 @@ pub(super) fn register(env: &mut Env) -> Result<(), cel::DeclarationError> {
         "list_sets_intersects_list",
         vec![LIST_TYPE, LIST_TYPE],
         |a| {
-            let (x, y) = set_pair(&a, "sets.intersects")?;
+            let [x, y] = set_pair(&a, "sets.intersects")?;
             owned(cel::common::types::CelBool::from(
                 x.iter().any(|i| y.iter().any(|j| i.equals(*j))),
             ))

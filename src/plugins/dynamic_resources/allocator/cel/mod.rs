@@ -202,9 +202,12 @@ macro_rules! static_val {
 }
 pub(super) use static_val;
 
+/// What registers one library on the environment.
+type Library = fn(&mut Env) -> Result<(), cel::DeclarationError>;
+
 fn build_env() -> Result<Env, String> {
     let mut env = Env::stdlib();
-    let libraries: [fn(&mut Env) -> Result<(), cel::DeclarationError>; 12] = [
+    let libraries: [Library; 11] = [
         extensions::strings,
         extensions::lists,
         macros::register,
@@ -216,7 +219,6 @@ fn build_env() -> Result<Env, String> {
         net::register,
         url::register,
         format::register,
-        |_| Ok(()),
     ];
     for library in libraries {
         env.add_extension(library).map_err(|e| e.to_string())?;

@@ -136,8 +136,8 @@ fn is_global_unicast(a: IpAddr) -> bool {
         || broadcast)
 }
 
-fn ip_of<'a>(
-    args: &'a [cel::common::value::CowVal<'_, '_>],
+fn ip_of(
+    args: &[cel::common::value::CowVal<'_, '_>],
     i: usize,
     f: &str,
 ) -> Result<IpAddr, ExecutionError> {

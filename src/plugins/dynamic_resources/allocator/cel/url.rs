@@ -80,7 +80,7 @@ impl Url {
         if raw.is_empty() {
             return Err(error("empty url"));
         }
-        let (scheme, rest) = split_scheme(raw).map_err(|e| error(e))?;
+        let (scheme, rest) = split_scheme(raw).map_err(&error)?;
         let (rest, raw_query) = match rest.strip_suffix('?').filter(|r| !r.contains('?')) {
             Some(r) => (r, ""),
             None => rest.split_once('?').unwrap_or((rest, "")),
@@ -177,7 +177,7 @@ fn check_host(host: &str) -> Result<(), String> {
     let port_ok = |p: &str| p.bytes().all(|b| b.is_ascii_digit());
     if let Some(rest) = host.strip_prefix('[') {
         let (_, after) = rest.split_once(']').ok_or("missing ']' in host")?;
-        if !after.is_empty() && !(after.starts_with(':') && port_ok(&after[1..])) {
+        if !(after.is_empty() || after.starts_with(':') && port_ok(&after[1..])) {
             return Err(format!("invalid port {after:?} after host"));
         }
         return Ok(());

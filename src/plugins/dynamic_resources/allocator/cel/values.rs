@@ -101,7 +101,7 @@ macro_rules! view_val {
 }
 
 view_val!(DeviceView, DEVICE_TYPE);
-view_val!(Domains, MAP_TYPE);
+view_val!(Domains, MAP_TYPE, as_container);
 view_val!(DomainMap, MAP_TYPE, as_container);
 
 impl<'x> Indexer for DeviceView<'x> {
@@ -204,6 +204,23 @@ impl<'x> Indexer for DomainMap<'x> {
         Self: 'v,
     {
         self.get(idx).map(CowVal::into_owned)
+    }
+}
+
+/// `domain in device.attributes` (or `device.capacity`): whether any of
+/// the device's names is in that domain (a bare name is in the driver's).
+impl<'x> Container for Domains<'x> {
+    fn contains(&self, value: &dyn Val) -> Result<bool, ExecutionError> {
+        let wanted = key(value)?;
+        let device = self.view.device;
+        let names: Box<dyn Iterator<Item = &String>> = if self.capacity {
+            Box::new(device.capacity.iter().flat_map(|m| m.keys()))
+        } else {
+            Box::new(device.attributes.iter().flat_map(|m| m.keys()))
+        };
+        Ok(names
+            .map(|n| n.split_once('/').map_or(self.view.driver, |(d, _)| d))
+            .any(|d| d == wanted))
     }
 }
 
