@@ -261,6 +261,6 @@ fn runtime_errors_are_errors_not_mismatches() {
         "{err}"
     );
     let err =
-        select(&[], Some("quantity(\"not a quantity\").sign() == 0")).expect_err("bad quantity");
+        select(&[], Some("sign(quantity(\"not a quantity\")) == 0")).expect_err("bad quantity");
     assert!(err.to_string().contains("CEL runtime error"), "{err}");
 }

@@ -18,7 +18,7 @@
 //!
 //! - [`plan`]: the claims' requests as the search needs them, checked once;
 //! - [`cel`]: CEL selectors, compiled once, evaluated per device;
-//! - [`cel_values`]: what a selector sees: views of the device, quantities, versions;
+//!   (the views of the device, the Kubernetes libraries, the cost bound);
 //! - [`pools`]: the pools of the slices that apply to a node;
 //! - [`search`]: the backtracking search;
 //! - [`checks`]: constraints, shared counters, shares and taints while it runs;
@@ -32,7 +32,6 @@ mod capacity;
 mod cel;
 #[cfg(test)]
 mod cel_tests;
-mod cel_values;
 mod census;
 mod checks;
 mod class_devices;

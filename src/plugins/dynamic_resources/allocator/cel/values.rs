@@ -1,110 +1,22 @@
 //! The CEL values a device selector sees, as views over the device (no map
 //! is built per device): `device.driver`, `device.allowMultipleAllocations`,
 //! `device.attributes[domain][id]` and `device.capacity[domain][id]`, plus
-//! the Kubernetes `Quantity` and `Semver` types those values and the
-//! `quantity()` / `semver()` functions produce.
+//! the `Quantity` and `Semver` values of capacities and version attributes.
 //!
 //! As in Kubernetes, an attribute or capacity name without a domain belongs
 //! to the device's driver, and `device.attributes[d]` of a domain the device
 //! has nothing in is an empty map (so `has(...)` and `in` say false).
 
-use std::any::Any;
-use std::cmp::Ordering;
-
 use cel::ExecutionError;
-use cel::common::traits::{Comparer, Container, Indexer};
+use cel::common::traits::{Container, Indexer};
 use cel::common::types::{CelBool, CelInt, CelString, MAP_TYPE, Type};
-use cel::common::value::{CowVal, StaticVal, Val};
+use cel::common::value::{CowVal, Val};
 use k8s_openapi::api::resource::v1::{Device, DeviceAttribute};
 
-use crate::objects::resources::parse_quantity;
+use super::quantity::Quantity;
+use super::semver::Semver;
 
-/// `kubernetes.Quantity`'s CEL type.
-pub(super) static QUANTITY_TYPE: Type = Type::new_unspecified_type("kubernetes.Quantity");
-/// `kubernetes.Semver`'s CEL type.
-pub(super) static SEMVER_TYPE: Type = Type::new_unspecified_type("kubernetes.Semver");
 static DEVICE_TYPE: Type = Type::new_unspecified_type("kubernetes.DRADevice");
-
-/// A quantity in milli-units: exact for every quantity with at most three
-/// decimal places and below 9.2e15, which device capacities are; anything
-/// else is an error, never a wrong comparison.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub(super) struct Quantity(pub i64);
-
-impl Quantity {
-    pub fn parse(s: &str) -> Result<Quantity, String> {
-        parse_quantity(s, 1000)
-            .map(Quantity)
-            .map_err(|e| e.to_string())
-    }
-}
-
-/// A semantic version (`semver("1.2.3")`, version attributes). Ordered and
-/// compared by semver precedence, which ignores build metadata, as the
-/// Kubernetes `Semver` type (blang/semver's `Compare`) does.
-#[derive(Debug, Clone)]
-pub(super) struct Semver(pub semver::Version);
-
-impl PartialEq for Semver {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == Ordering::Equal
-    }
-}
-
-impl Eq for Semver {}
-
-impl PartialOrd for Semver {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for Semver {
-    fn cmp(&self, other: &Self) -> Ordering {
-        self.0.cmp_precedence(&other.0)
-    }
-}
-
-macro_rules! static_val {
-    ($ty:ty, $cel:expr, comparable) => {
-        impl Val for $ty {
-            fn get_type(&self) -> &Type {
-                <Self as Val>::cel_type()
-            }
-            fn cel_type() -> &'static Type {
-                &$cel
-            }
-            fn as_comparer(&self) -> Option<&dyn Comparer> {
-                Some(self)
-            }
-            fn equals(&self, other: &dyn Val) -> bool {
-                other.downcast_ref::<Self>().is_some_and(|o| o == self)
-            }
-            fn clone_as_boxed<'v>(&self) -> Box<dyn Val + 'v>
-            where
-                Self: 'v,
-            {
-                Box::new(self.clone())
-            }
-            fn as_any(&self) -> Option<&dyn Any> {
-                Some(self)
-            }
-        }
-        impl StaticVal for $ty {}
-        impl Comparer for $ty {
-            fn compare(&self, rhs: &dyn Val) -> Result<Ordering, ExecutionError> {
-                rhs.downcast_ref::<Self>()
-                    .map(|o| self.cmp(o))
-                    .ok_or_else(|| {
-                        ExecutionError::function_error("compare", "values of different types")
-                    })
-            }
-        }
-    };
-}
-
-static_val!(Quantity, QUANTITY_TYPE, comparable);
-static_val!(Semver, SEMVER_TYPE, comparable);
 
 /// The string key of a map index, or the error CEL gives for another type.
 fn key(idx: &dyn Val) -> Result<&str, ExecutionError> {
@@ -189,7 +101,7 @@ macro_rules! view_val {
 }
 
 view_val!(DeviceView, DEVICE_TYPE);
-view_val!(Domains, MAP_TYPE);
+view_val!(Domains, MAP_TYPE, as_container);
 view_val!(DomainMap, MAP_TYPE, as_container);
 
 impl<'x> Indexer for DeviceView<'x> {
@@ -295,6 +207,23 @@ impl<'x> Indexer for DomainMap<'x> {
     }
 }
 
+/// `domain in device.attributes` (or `device.capacity`): whether any of
+/// the device's names is in that domain (a bare name is in the driver's).
+impl<'x> Container for Domains<'x> {
+    fn contains(&self, value: &dyn Val) -> Result<bool, ExecutionError> {
+        let wanted = key(value)?;
+        let device = self.view.device;
+        let names: Box<dyn Iterator<Item = &String>> = if self.capacity {
+            Box::new(device.capacity.iter().flat_map(|m| m.keys()))
+        } else {
+            Box::new(device.attributes.iter().flat_map(|m| m.keys()))
+        };
+        Ok(names
+            .map(|n| n.split_once('/').map_or(self.view.driver, |(d, _)| d))
+            .any(|d| d == wanted))
+    }
+}
+
 impl<'x> Container for DomainMap<'x> {
     fn contains(&self, value: &dyn Val) -> Result<bool, ExecutionError> {
         let id = key(value)?;
@@ -324,8 +253,8 @@ fn attribute_value<'b, 'v>(a: &'v DeviceAttribute) -> Result<CowVal<'b, 'v>, Str
         return Ok(CowVal::owned(CelString::from(s.as_str())));
     }
     if let Some(v) = &a.version {
-        return semver::Version::parse(v)
-            .map(|v| CowVal::owned(Semver(v)))
+        return Semver::parse(v, false)
+            .map(CowVal::owned)
             .map_err(|e| format!("parse semantic version: {e}"));
     }
     Err("unsupported attribute value".to_owned())
