@@ -30,10 +30,11 @@ use std::time::{Duration, Instant};
 pub const CHECK_EVERY: u32 = 256;
 
 /// placer's step budget for one scheduling attempt's device searches, over
-/// all its nodes (in CPU, on the order of the default 10 s `filterTimeout`
-/// on the machines placer was measured on; see `docs/design.md`). An
-/// ordinary claim takes a few dozen steps per node, so even 12,500 nodes
-/// stay far below it; a claim built to explode the search exceeds it.
+/// all its nodes: in CPU, about the default 10 s `filterTimeout` (a release
+/// build took 1.2 s for 5 million steps of an exploding claim on a busy
+/// 2-core machine, 0.23 µs a step), so with the timeout on, the timeout
+/// usually speaks first. An ordinary claim takes a few dozen steps per
+/// node, so even 12,500 nodes stay far below it.
 pub const STEP_BUDGET: u64 = 50_000_000;
 
 /// Why a search stopped before it found an answer.
