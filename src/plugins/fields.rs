@@ -138,6 +138,11 @@ mod tests {
 pub struct GoDuration(std::time::Duration);
 
 impl GoDuration {
+    /// `d` as an argument.
+    pub const fn new(d: std::time::Duration) -> Self {
+        GoDuration(d)
+    }
+
     /// A known duration (defaults).
     pub const fn from_secs(secs: u64) -> Self {
         GoDuration(std::time::Duration::from_secs(secs))

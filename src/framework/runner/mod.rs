@@ -143,14 +143,25 @@ impl ExtensionPoint {
 }
 
 /// A plugin's `Error` status at an extension point, which fails the whole
-/// attempt. Displays as kube-scheduler words it: `running Filter plugin "X": ...`.
+/// attempt. Displays as kube-scheduler words it: `running PreFilter plugin
+/// "X": ...`, but `running "X" filter plugin: ...` for Filter (its
+/// `RunFilterPlugins` words it so).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("running {} plugin {:?}: {}", .point.as_str(), .status.plugin(), .status.message())]
 pub struct PluginError {
     /// Where it happened.
     pub point: ExtensionPoint,
     /// The plugin's status, naming the plugin.
     pub status: Status,
+}
+
+impl std::fmt::Display for PluginError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (plugin, message) = (self.status.plugin(), self.status.message());
+        match self.point {
+            ExtensionPoint::Filter => write!(f, "running {plugin:?} filter plugin: {message}"),
+            point => write!(f, "running {} plugin {plugin:?}: {message}", point.as_str()),
+        }
+    }
 }
 
 /// Receives how long each plugin took at each extension point (metrics).

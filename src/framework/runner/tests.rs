@@ -396,6 +396,14 @@ fn plugin_errors_name_the_point_and_the_plugin() {
         e.to_string(),
         r#"running PreFilter plugin "X": state missing"#
     );
+    let e = PluginError {
+        point: ExtensionPoint::Filter,
+        status: Status::error("node n1: timed out trying to allocate devices").with_plugin("X"),
+    };
+    assert_eq!(
+        e.to_string(),
+        r#"running "X" filter plugin: node n1: timed out trying to allocate devices"#
+    );
 }
 
 /// Rejects the nodes whose name starts with "r", counting how it was called.

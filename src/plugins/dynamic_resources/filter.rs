@@ -14,7 +14,9 @@ use k8s_openapi::api::resource::v1::{
 };
 use parking_lot::Mutex;
 
-use super::allocator::{AllocatedDevices, Allocator, AllocatorError, HeldDevice};
+use super::allocator::{
+    AllocatedDevices, Allocator, AllocatorError, GaveUp, HeldDevice, SearchLimits,
+};
 use super::bind::{deallocate, delete_claim};
 use super::binding_conditions;
 use super::extended::{ExtendedChoice, ExtendedCycle};
@@ -52,6 +54,9 @@ pub(super) struct DraCycle {
     pub(super) extended: Option<ExtendedCycle>,
     /// Devices in use: allocated in the cache and in flight.
     allocated: AllocatedDevices,
+    /// `filterTimeout` and the step budget, from PreFilter on, shared by
+    /// the searches on every node.
+    limits: SearchLimits,
     /// What the allocator chose on each node that fits.
     pub(super) by_node: Mutex<HashMap<String, Arc<NodeChoice>>>,
     /// Indexes of allocated claims that some node rejected for their
@@ -91,6 +96,7 @@ impl DraCycle {
             allocator: None,
             extended: None,
             allocated: AllocatedDevices::default(),
+            limits: SearchLimits::unlimited(),
             by_node: Mutex::new(HashMap::from([(
                 node.to_owned(),
                 Arc::new(NodeChoice {
@@ -237,6 +243,7 @@ impl PreFilterPlugin for DynamicResources {
             allocator,
             extended,
             allocated,
+            limits: SearchLimits::new(self.filter_timeout, self.step_budget),
             by_node: Mutex::default(),
             unavailable: Mutex::default(),
             written: Mutex::default(),
@@ -454,17 +461,34 @@ fn allocate_on(
         joined = own.iter().chain(shared).cloned().collect();
         &joined
     };
-    match allocator.allocate(
+    match allocator.allocate_within(
         node,
         slices,
         dra.all_slices(),
         &cycle.allocated,
         dra.taint_rules(),
+        &cycle.limits,
     ) {
         Ok(Some(results)) if results.len() == expected => Ok(results),
         Ok(_) => Err(Status::unresolvable(ERR_CANNOT_ALLOCATE)),
         Err(AllocatorError::OnNode(e)) => Err(Status::unresolvable(e)),
+        Err(AllocatorError::GaveUp(why)) => Err(gave_up(why, node)),
         Err(e) => Err(Status::error(e.to_string())),
+    }
+}
+
+/// kube-scheduler's verdict on a search that ran out of time: an `Error`
+/// ("timeouts are potentially transient"), which ends the attempt and
+/// retries the pod with backoff rather than waiting for a cluster event;
+/// placer's step budget ends it the same way. A search stopped because
+/// another node's gave up is that node's business: this one is only
+/// unschedulable, as kube-scheduler reports a Filter call it cancelled.
+fn gave_up(why: GaveUp, node: &NodeInfo) -> Status {
+    match why {
+        GaveUp::Stopped => Status::unresolvable(why.to_string()),
+        GaveUp::TimedOut | GaveUp::OutOfSteps(_) => {
+            Status::error(format!("node {}: {why}", node.name))
+        }
     }
 }
 

@@ -17,6 +17,29 @@
 //!   taints DeviceTaintRules add to their devices (GA in v1.37; the cache
 //!   keeps the rules indexed, `cache::dra_taints`, and reports a rule change
 //!   as updates of the slices it retaints, as kube-scheduler's tracker does).
+//! - Bounds on Filter's search ([`allocator::SearchLimits`]): the args'
+//!   `filterTimeout` (default 10 s, `0` turns it off), as kube-scheduler's
+//!   DRASchedulerFilterTimeout, and placer's own step budget
+//!   ([`allocator::STEP_BUDGET`] steps), which bounds the CPU a claim built
+//!   to explode the backtracking search costs even with the timeout off. A
+//!   search that runs out is an `Error`, which ends the attempt and retries
+//!   the pod with backoff: "node N: timed out trying to allocate devices",
+//!   kube-scheduler's text (the attempt's message is then `running
+//!   "DynamicResources" filter plugin: node N: ...`), or placer's "node N:
+//!   gave up trying to allocate devices: the search exceeded 50000000
+//!   steps". As in kube-scheduler, the first search that gives up stops
+//!   the others of the attempt ("asked by caller to stop allocating
+//!   devices: some other Filter operation failed", for their nodes only).
+//!   kube-scheduler's timeout is per node's Filter call; placer's clock
+//!   (started in PreFilter) and budget are the attempt's, shared by every
+//!   node: no node's search gets longer than in kube-scheduler, and the
+//!   pod's searches over all nodes together end within `filterTimeout`.
+//!   Why: the loop schedules one pod at a time and filters nodes on the
+//!   machine's few cores (kube-scheduler on 16 goroutines), so with a bound
+//!   per node only, 5,000 nodes each stopping just short of 10 s would
+//!   hold every other pod for hours. An ordinary claim takes a few dozen
+//!   steps per node and milliseconds in all: neither bound changes its
+//!   verdict.
 //! - Score: claims with `firstAvailable` requests score the alternatives
 //!   they got (earlier is better), normalized as kube-scheduler does.
 //! - PostFilter ([`filter`]): an allocated claim some node rejected for its
@@ -71,15 +94,21 @@ pub const ERR_NOT_AVAILABLE: &str = "resourceclaim not available on the node";
 /// Filter reason: the allocator found no devices on the node.
 pub const ERR_CANNOT_ALLOCATE: &str = "cannot allocate all claims";
 
-/// DynamicResources' args, kube-scheduler's: `filterTimeout` is accepted
-/// and ignored (placer's allocator has no timeout); `bindingTimeout` (at
+/// DynamicResources' args, kube-scheduler's: `filterTimeout` (zero or
+/// positive, default 10 s, `0` turns it off) bounds the device search of a
+/// pod's Filter calls ([`allocator::SearchLimits`]); `bindingTimeout` (at
 /// least a second, default 10 minutes) bounds PreBind's wait for devices'
 /// binding conditions ([`bind`]).
 #[derive(Debug, Clone, PartialEq, Default, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct DynamicResourcesArgs {
-    /// kube-scheduler's Filter timeout (ignored).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// How long the device search of one node's Filter call, and of the
+    /// pod's whole Filter pass, may take.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "zero_or_positive"
+    )]
     pub filter_timeout: Option<GoDuration>,
     /// How long PreBind waits for binding conditions.
     #[serde(
@@ -90,8 +119,37 @@ pub struct DynamicResourcesArgs {
     pub binding_timeout: Option<GoDuration>,
 }
 
+/// kube-scheduler's `DynamicResourcesFilterTimeoutDefault`.
+const FILTER_TIMEOUT_DEFAULT: GoDuration = GoDuration::from_secs(10);
+
 /// kube-scheduler's `DynamicResourcesBindingTimeoutDefault`.
 const BINDING_TIMEOUT_DEFAULT: GoDuration = GoDuration::from_secs(600);
+
+/// `filterTimeout` as `ValidateDynamicResourcesArgs` takes it: Go's
+/// durations may be negative, and a negative one is refused with
+/// kube-scheduler's words, `Invalid value: "-1s": must be zero or
+/// positive` (a negative zero is zero).
+fn zero_or_positive<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<GoDuration>, D::Error> {
+    let text = String::deserialize(d)?;
+    let (negative, magnitude) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text.strip_prefix('+').unwrap_or(&text)),
+    };
+    let timeout = crate::framework::parse_go_duration(magnitude).map_err(|_| {
+        serde::de::Error::custom(format!(
+            "{text:?} is not a duration such as 15s, 1m30s or 500ms"
+        ))
+    })?;
+    // The policy's error names the field before this.
+    if negative && !timeout.is_zero() {
+        return Err(serde::de::Error::custom(format!(
+            "Invalid value: {text:?}: must be zero or positive"
+        )));
+    }
+    Ok(Some(GoDuration::new(timeout)))
+}
 
 /// `bindingTimeout` as `ValidateDynamicResourcesArgs` takes it.
 fn at_least_a_second<'de, D: serde::Deserializer<'de>>(
@@ -135,6 +193,10 @@ type InFlightTable = Arc<Mutex<HashMap<String, InFlight>>>;
 /// The plugin.
 pub struct DynamicResources {
     in_flight: InFlightTable,
+    /// `filterTimeout`; `None`: off.
+    filter_timeout: Option<std::time::Duration>,
+    /// The step budget of one attempt's device searches.
+    step_budget: u64,
     /// How long PreBind waits for devices' binding conditions.
     binding_timeout: std::time::Duration,
 }
@@ -148,13 +210,23 @@ impl Default for DynamicResources {
 impl DynamicResources {
     /// Builds the plugin.
     pub fn new(args: &DynamicResourcesArgs) -> Self {
+        let filter_timeout = args.filter_timeout.unwrap_or(FILTER_TIMEOUT_DEFAULT).get();
         DynamicResources {
             in_flight: InFlightTable::default(),
+            filter_timeout: (!filter_timeout.is_zero()).then_some(filter_timeout),
+            step_budget: allocator::STEP_BUDGET,
             binding_timeout: args
                 .binding_timeout
                 .unwrap_or(BINDING_TIMEOUT_DEFAULT)
                 .get(),
         }
+    }
+
+    /// The plugin with another step budget than [`allocator::STEP_BUDGET`]
+    /// (tests: a small one runs out quickly).
+    pub fn with_step_budget(mut self, steps: u64) -> Self {
+        self.step_budget = steps;
+        self
     }
 }
 

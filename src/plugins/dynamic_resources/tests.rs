@@ -609,4 +609,5 @@ fn filter_honours_device_taint_rules() {
 
 mod extended;
 mod hints;
+mod limits;
 mod shares;

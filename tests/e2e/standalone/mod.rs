@@ -33,6 +33,7 @@ mod dra;
 mod dra_binding;
 mod dra_capacity;
 mod dra_extended;
+mod dra_timeout;
 mod event_series;
 mod hints;
 mod leader;

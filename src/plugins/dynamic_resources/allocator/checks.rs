@@ -1,17 +1,67 @@
-//! The per-candidate checks of the search that carry state while it runs:
-//! claim constraints (`matchAttribute`, `distinctAttribute`), the shared
-//! counters of partitionable devices, the capacity of shared devices, and
-//! device taints.
+//! The per-candidate checks of the search: selectors, and those that carry
+//! state while it runs: claim constraints (`matchAttribute`,
+//! `distinctAttribute`), the shared counters of partitionable devices, the
+//! capacity of shared devices, and device taints.
 
 use std::collections::HashMap;
 
 use k8s_openapi::api::resource::v1::{Device, DeviceAttribute, DeviceTaint, DeviceToleration};
 
 use super::capacity::{self, CapacityRequests, Consumed};
-use super::plan::{ConstraintKind, ConstraintSpec};
-use super::pools::Pool;
+use super::plan::{Choice, ConstraintKind, ConstraintSpec};
+use super::pools::{Pool, node_matches};
+use super::search::Candidate;
 use super::types::{AllocatedDevices, AllocatorError};
+use crate::objects::NodeInfo;
 use crate::objects::resources::parse_quantity;
+
+/// Whether device `c` of `pool` passes `choice`'s class and request
+/// selectors (of the claim `claim_key`) and, for per-device node selection,
+/// applies to `node`. A CEL runtime error is an error of the claim.
+pub(super) fn selectors_match(
+    choice: &Choice,
+    claim_key: &str,
+    pool: &Pool<'_>,
+    node: &NodeInfo,
+    c: Candidate<'_>,
+) -> Result<bool, AllocatorError> {
+    let (driver, pool) = (pool.driver, pool.name);
+    let device_id = || format!("{driver}/{pool}/{}", c.device.name);
+    let class_name = choice.class.metadata.name.as_deref().unwrap_or_default();
+    for (i, s) in choice.class_selectors.iter().enumerate() {
+        let matched = s.matches(driver, c.device).map_err(|e| {
+            AllocatorError::fatal(format!(
+                "class {class_name}: selector #{i} on device {}: CEL runtime error: {e}",
+                device_id()
+            ))
+        })?;
+        if !matched {
+            return Ok(false);
+        }
+    }
+    for (i, s) in choice.selectors.iter().enumerate() {
+        let matched = s.matches(driver, c.device).map_err(|e| {
+            AllocatorError::fatal(format!(
+                "claim {claim_key}: selector #{i} on device {}: CEL runtime error: {e}",
+                device_id()
+            ))
+        })?;
+        if !matched {
+            return Ok(false);
+        }
+    }
+    if c.slice.spec.per_device_node_selection == Some(true) {
+        let d = c.device;
+        return node_matches(
+            node,
+            d.node_name.as_deref(),
+            d.all_nodes == Some(true),
+            d.node_selector.as_ref(),
+        )
+        .map_err(AllocatorError::fatal);
+    }
+    Ok(true)
+}
 
 /// The attribute `name` (`domain/id`) of `device` of `driver`: stored fully
 /// qualified, or without the domain when the domain is the driver's

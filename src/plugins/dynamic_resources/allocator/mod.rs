@@ -21,6 +21,7 @@
 //!   (the views of the device, the Kubernetes libraries, the cost bound);
 //! - [`pools`]: the pools of the slices that apply to a node;
 //! - [`search`]: the backtracking search;
+//! - [`budget`]: its bounds, `filterTimeout` and a step budget;
 //! - [`checks`]: constraints, shared counters, shares and taints while it runs;
 //! - [`capacity`]: what a request consumes of a device's capacity, and whether it fits;
 //! - [`result`]: the `AllocationResult` of each claim;
@@ -28,6 +29,7 @@
 //! - [`census`]: for `/explain`, the requests no node can satisfy;
 //! - [`class_devices`]: for the resource scores, a class's devices on a node.
 
+mod budget;
 mod capacity;
 mod cel;
 #[cfg(test)]
@@ -58,6 +60,7 @@ use k8s_openapi::api::resource::v1::{AllocationResult, DeviceClass, ResourceClai
 
 use crate::cache::dra_taints::TaintRules;
 use crate::objects::NodeInfo;
+pub use budget::{GaveUp, STEP_BUDGET, SearchLimits};
 pub use census::{ChoiceCensus, Unsatisfiable};
 pub use class_devices::ClassDevices;
 pub use plan::ALLOCATION_RESULTS_MAX_SIZE;
@@ -119,6 +122,9 @@ impl Allocator {
     /// `Ok(Some(results))`: one `AllocationResult` per claim, in order.
     /// `Ok(None)`: the claims do not fit on the node. `Err`: see
     /// [`AllocatorError`].
+    ///
+    /// The search has no bound on time or steps: Filter calls
+    /// [`Allocator::allocate_within`].
     pub fn allocate(
         &self,
         node: &NodeInfo,
@@ -127,8 +133,23 @@ impl Allocator {
         allocated: &AllocatedDevices,
         taint_rules: &TaintRules,
     ) -> Result<Option<Vec<AllocationResult>>, AllocatorError> {
+        let unlimited = SearchLimits::unlimited();
+        self.allocate_within(node, slices, all_slices, allocated, taint_rules, &unlimited)
+    }
+
+    /// [`Allocator::allocate`] within the attempt's `limits`: a search that
+    /// runs out of them ends with [`AllocatorError::GaveUp`].
+    pub fn allocate_within(
+        &self,
+        node: &NodeInfo,
+        slices: &[Arc<ResourceSlice>],
+        all_slices: &[Arc<ResourceSlice>],
+        allocated: &AllocatedDevices,
+        taint_rules: &TaintRules,
+        limits: &SearchLimits,
+    ) -> Result<Option<Vec<AllocationResult>>, AllocatorError> {
         let pools = pools::gather(node, slices, all_slices, taint_rules)?;
-        let mut search = search::Search::new(&self.claims, &pools, node, allocated)?;
+        let mut search = search::Search::new(&self.claims, &pools, node, allocated, limits)?;
         if !search.run()? {
             if pools.iter().any(|p| p.invalid) {
                 // Only this node's data is at fault: other nodes may do.

@@ -7,15 +7,21 @@
 //!
 //! Within one request devices are only tried in increasing position, so the
 //! search visits combinations, not permutations, of a request's devices.
+//! Even so a claim can ask for astronomically many: every recursion and
+//! every candidate is a step of a [`Meter`], which ends the search when the
+//! attempt's `filterTimeout` or step budget runs out ([`super::budget`]).
 
 use std::collections::HashMap;
 
 use k8s_openapi::api::resource::v1::{Device, ResourceSlice};
 
+use super::budget::{Meter, SearchLimits};
 use super::capacity::{self, Amount};
-use super::checks::{ConstraintState, CounterState, DeviceKey, ShareState, taint_prevents};
+use super::checks::{
+    ConstraintState, CounterState, DeviceKey, ShareState, selectors_match, taint_prevents,
+};
 use super::plan::{ALLOCATION_RESULTS_MAX_SIZE, Choice, ClaimPlan, Mode};
-use super::pools::{Pool, node_matches};
+use super::pools::Pool;
 use super::types::{AllocatedDevices, AllocatorError};
 use crate::objects::NodeInfo;
 
@@ -98,18 +104,22 @@ pub(super) struct Search<'s, 'a> {
     pub picked: Vec<Vec<Picked<'a>>>,
     /// Per claim and request: the choice (subrequest) that was taken.
     pub chosen: Vec<Vec<usize>>,
+    /// Counts the steps against the attempt's limits.
+    meter: Meter<'s>,
 }
 
 impl<'s, 'a> Search<'s, 'a> {
     /// Prepares the search: resolves "All" requests to their devices and
     /// checks each claim against the result size limit, as Go does before
-    /// searching.
+    /// searching. An attempt whose `limits` already ran out gives up here.
     pub fn new(
         claims: &'s [ClaimPlan],
         pools: &'s [Pool<'a>],
         node: &'s NodeInfo,
         allocated: &'s AllocatedDevices,
+        limits: &'s SearchLimits,
     ) -> Result<Self, AllocatorError> {
+        let meter = limits.meter().map_err(AllocatorError::GaveUp)?;
         let mut search = Search {
             claims,
             pools,
@@ -126,6 +136,7 @@ impl<'s, 'a> Search<'s, 'a> {
             selectable: HashMap::new(),
             picked: claims.iter().map(|_| Vec::new()).collect(),
             chosen: claims.iter().map(|c| vec![0; c.requests.len()]).collect(),
+            meter,
         };
         for (ci, claim) in claims.iter().enumerate() {
             let mut min_total = 0usize;
@@ -219,6 +230,7 @@ impl<'s, 'a> Search<'s, 'a> {
     }
 
     fn allocate_one(&mut self, at: At, in_sub: bool, from: Resume) -> Result<bool, Stop> {
+        self.meter.step().map_err(AllocatorError::GaveUp)?;
         let claims = self.claims;
         let Some(claim) = claims.get(at.claim) else {
             return Ok(true);
@@ -326,6 +338,7 @@ impl<'s, 'a> Search<'s, 'a> {
                 };
                 let devices = slice.spec.devices.as_deref().unwrap_or_default();
                 for (di, device) in devices.iter().enumerate().skip(device_start) {
+                    self.meter.step().map_err(AllocatorError::GaveUp)?;
                     let candidate = Candidate {
                         pool: pi,
                         slice,
@@ -392,58 +405,10 @@ impl<'s, 'a> Search<'s, 'a> {
         if let Some(&known) = self.selectable.get(&memo_key) {
             return Ok(known);
         }
-        let known = self.check_selectors(ci, choice, c)?;
+        let pool = &self.pools[c.pool];
+        let known = selectors_match(choice, &self.claims[ci].key, pool, self.node, c)?;
         self.selectable.insert(memo_key, known);
         Ok(known)
-    }
-
-    fn check_selectors(
-        &self,
-        ci: usize,
-        choice: &Choice,
-        c: Candidate<'a>,
-    ) -> Result<bool, AllocatorError> {
-        let driver = self.pools[c.pool].driver;
-        let pool = self.pools[c.pool].name;
-        let device_id = || format!("{driver}/{pool}/{}", c.device.name);
-        let class_name = choice.class.metadata.name.as_deref().unwrap_or_default();
-        for (i, s) in choice.class_selectors.iter().enumerate() {
-            let matched = s.matches(driver, c.device).map_err(|e| {
-                AllocatorError::fatal(format!(
-                    "class {class_name}: selector #{i} on device {}: CEL runtime error: {e}",
-                    device_id()
-                ))
-            })?;
-            if !matched {
-                return Ok(false);
-            }
-        }
-        for (i, s) in choice.selectors.iter().enumerate() {
-            let matched = s.matches(driver, c.device).map_err(|e| {
-                AllocatorError::fatal(format!(
-                    "claim {}: selector #{i} on device {}: CEL runtime error: {e}",
-                    self.claims[ci].key,
-                    device_id()
-                ))
-            })?;
-            if !matched {
-                return Ok(false);
-            }
-        }
-        if c.slice.spec.per_device_node_selection == Some(true) {
-            let d = c.device;
-            let matched = node_matches(
-                self.node,
-                d.node_name.as_deref(),
-                d.all_nodes == Some(true),
-                d.node_selector.as_ref(),
-            )
-            .map_err(AllocatorError::fatal)?;
-            if !matched {
-                return Ok(false);
-            }
-        }
-        Ok(true)
     }
 
     /// Whether the request at `at` fits what is left of `c`'s capacity;

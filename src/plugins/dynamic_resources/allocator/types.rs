@@ -5,6 +5,7 @@ use std::collections::{HashMap, HashSet};
 
 use k8s_openapi::api::resource::v1::DeviceRequestAllocationResult;
 
+use super::budget::GaveUp;
 use super::capacity::{Amount, Consumed};
 use crate::cache::dra::DraState;
 
@@ -231,6 +232,10 @@ pub enum AllocatorError {
     /// node unschedulable with this text and goes on with other nodes.
     #[error("{0}")]
     OnNode(String),
+    /// The search ran out of the attempt's time or steps
+    /// ([`super::SearchLimits`]) before it found an answer.
+    #[error("{0}")]
+    GaveUp(GaveUp),
 }
 
 impl AllocatorError {
