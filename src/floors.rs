@@ -11,6 +11,7 @@ use std::path::Path;
 const FLOORS: &[&[&str]] = &[
     &["protocol", "yaml", "objects"],
     &["cache"],
+    &["k8s"],
     &["framework"],
     &["plugins"],
     &["policy"],

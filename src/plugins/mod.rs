@@ -7,13 +7,8 @@
 //! implements and [`crate::plugin!`] naming its extension points; then
 //! declare its module below and add one line to the `registry!` list.
 
-pub mod fields;
-pub mod helper;
-mod label_selector;
-pub mod pod_spec;
 #[cfg(test)]
 pub(crate) mod test_support;
-mod validation;
 
 // The plugins' modules, declared here rather than by `registry!`: `cargo fmt`
 // finds a module only through a `mod` item outside macros.

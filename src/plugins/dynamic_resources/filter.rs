@@ -24,13 +24,13 @@ use super::{
     DynamicResources, ERR_CANNOT_ALLOCATE, ERR_NOT_AVAILABLE, InFlight, kobj, pod_claims, watched,
 };
 use crate::cache::ClusterState;
+use crate::framework::scoring::default_normalize_score;
 use crate::framework::{
     Code, CycleState, Diagnosis, FilterPlugin, Framework, NodeScore, Nominating, PostFilterPlugin,
     PostFilterResult, PreFilterPlugin, ScorePlugin, Status,
 };
+use crate::k8s::node_affinity::RequiredNodeAffinity;
 use crate::objects::{NodeInfo, PodInfo};
-use crate::plugins::helper::default_normalize_score;
-use crate::plugins::node_affinity::RequiredNodeAffinity;
 
 /// kube-scheduler's `FirstAvailableDeviceRequestMaxSize`: the first
 /// alternative of a `firstAvailable` request scores this much.

@@ -5,8 +5,8 @@ use std::collections::HashSet;
 
 use serde::{Deserialize, Serialize};
 
-use crate::plugins::fields::NonEmpty;
-use crate::plugins::validation::is_qualified_name;
+use crate::k8s::fields::NonEmpty;
+use crate::k8s::validation::is_qualified_name;
 
 /// Highest weight of one scored resource (kube-scheduler's validation).
 pub(super) const MAX_RESOURCE_WEIGHT: i64 = 100;

@@ -47,7 +47,7 @@ use crate::framework::{
 };
 use crate::objects::{NodeInfo, PodInfo, Resources};
 
-use crate::plugins::helper::is_extended_resource_name;
+use crate::k8s::resource_names::is_extended_resource_name;
 pub(crate) use args::{MAX_CUSTOM_PRIORITY_SCORE, validate_shape};
 pub use args::{
     NodeResourcesFitArgs, RequestedToCapacityRatioParam, ResourceSpec, ScoringStrategy,

@@ -2,9 +2,9 @@
 use std::sync::Arc;
 
 use super::*;
+use crate::k8s::validation::is_qualified_name;
 use crate::objects::pod::PodSpecInfo;
 use crate::plugins::test_support::{self, PodBuilder, res};
-use crate::plugins::validation::is_qualified_name;
 
 const MI: i64 = 1 << 20;
 

@@ -41,11 +41,11 @@ use crate::cache::ClusterState;
 use crate::framework::{
     CycleState, FilterPlugin, NodeScore, PreFilterPlugin, PreScorePlugin, ScorePlugin, Status,
 };
+use crate::k8s::node_affinity::RequiredNodeAffinity;
 use crate::objects::Keyed;
 use crate::objects::pod::VolumeClaim;
 use crate::objects::volume::{ClaimInfo, StorageClassInfo, VolumeInfo};
 use crate::objects::{NodeInfo, PodInfo};
-use crate::plugins::node_affinity::RequiredNodeAffinity;
 use crate::plugins::node_resources_fit::{
     MAX_CUSTOM_PRIORITY_SCORE, UtilizationShapePoint, broken_linear, validate_shape,
 };
