@@ -62,6 +62,8 @@
 pub mod allocator;
 mod bind;
 mod binding_conditions;
+mod claim_writes;
+mod cycle;
 mod extended;
 mod filter;
 mod hint;
