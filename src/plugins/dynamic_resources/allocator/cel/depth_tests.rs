@@ -204,6 +204,12 @@ fn shapes() -> Vec<Shape> {
             Limit::Depth,
         ),
         shape(
+            "additions in parentheses",
+            249,
+            |n| nested("(", &format!("{} > 0", chain("1", "+", n)), ")", n),
+            Limit::Depth,
+        ),
+        shape(
             "products",
             249,
             |n| format!("{} > 0", chain("1", "*", n)),
@@ -281,6 +287,24 @@ fn shapes() -> Vec<Shape> {
     ]
 }
 
+/// `build(n)` for the largest `n` within the length limit.
+fn longest(build: fn(usize) -> String) -> String {
+    let fits = |n| build(n).len() <= MAX_EXPRESSION_LENGTH;
+    let (mut lo, mut hi) = (1, 2);
+    while fits(hi) {
+        (lo, hi) = (hi, hi * 2);
+    }
+    while hi - lo > 1 {
+        let mid = (lo + hi) / 2;
+        if fits(mid) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    build(lo)
+}
+
 #[test]
 fn sixteen_nested_binds_compile_and_evaluate_on_a_2_mib_thread() {
     // Once aborted the process: the parser overflowed a 2 MiB stack.
@@ -329,6 +353,18 @@ fn every_shape_runs_on_a_2_mib_thread_up_to_its_limit() {
                 (_, other) => failures.push(format!("{} at n = {n}: {other:?}", shape.name)),
             }
             drop(selector);
+            // As deep as the length limit allows: refused as cleanly.
+            let longest = longest(shape.build);
+            match Selector::compile(&longest) {
+                Ok(_) if matches!(shape.limit, Limit::Length) => {}
+                Err(e) if e.starts_with("compilation failed: ") && e.contains("the limit is") => {}
+                other => failures.push(format!(
+                    "{} at {} bytes: {:?}",
+                    shape.name,
+                    longest.len(),
+                    other.map(drop)
+                )),
+            }
         }
         failures
     });
@@ -353,6 +389,16 @@ fn the_stack_estimates_cover_compiling_evaluating_and_dropping() {
             let _ = selector.matches_here("d", &device());
             drop(std::mem::take(&mut selector.expression));
         });
+        // The longest chain the length limit allows, parsed and refused
+        // for its depth, nesting no deeper than the limit.
+        let longest = longest(shape.build);
+        let nesting = depth::nesting(&longest);
+        if nesting <= MAX_NESTING {
+            let stack = depth::compile_stack(nesting, longest.len());
+            let _ = on_thread(stack, move || {
+                compile_here(env, &longest, nesting).map(drop)
+            });
+        }
     }
 }
 
