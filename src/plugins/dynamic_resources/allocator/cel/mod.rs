@@ -57,6 +57,7 @@ use cel::common::value::{CowVal, FromVal, Val};
 use cel::{Context, Env, ExecutionError, Value, extensions};
 use k8s_openapi::api::resource::v1::Device;
 
+pub(super) use quantity::Quantity;
 use values::DeviceView;
 
 /// `resourceapi.CELSelectorExpressionMaxLength`.
