@@ -8,12 +8,12 @@ use std::collections::HashMap;
 use k8s_openapi::api::resource::v1::{Device, DeviceAttribute, DeviceTaint, DeviceToleration};
 
 use super::capacity::{self, CapacityRequests, Consumed};
+use super::cel::Quantity;
 use super::plan::{Choice, ConstraintKind, ConstraintSpec};
 use super::pools::{Pool, node_matches};
 use super::search::Candidate;
 use super::types::{AllocatedDevices, AllocatorError};
 use crate::objects::NodeInfo;
-use crate::objects::resources::parse_quantity;
 
 /// Whether device `c` of `pool` passes `choice`'s class and request
 /// selectors (of the claim `claim_key`) and, for per-device node selection,
@@ -198,14 +198,24 @@ fn tolerates(toleration: &DeviceToleration, taint: &DeviceTaint) -> bool {
     }
 }
 
-/// Counter amounts in milli-units: exact for every quantity with at most
-/// three decimal places, which counters (bytes, cores, slices) are.
-type Amount = i128;
+/// Counter amounts: exact, as Go's `resource.Quantity` arithmetic (nano-units,
+/// an `i128` in the common case).
+type Amount = Quantity;
 
 fn amount(q: &str) -> Result<Amount, AllocatorError> {
-    parse_quantity(q, 1000)
-        .map(Amount::from)
-        .map_err(|e| AllocatorError::fatal(format!("counter value: {e}")))
+    Quantity::parse(q).map_err(|e| AllocatorError::fatal(format!("counter value {q:?}: {e}")))
+}
+
+/// `total += q` (or `-=` when `subtract`).
+fn accumulate(total: &mut Amount, q: &str, subtract: bool) -> Result<(), AllocatorError> {
+    let q = amount(q)?;
+    let sum = if subtract {
+        total.checked_sub(&q)
+    } else {
+        total.checked_add(&q)
+    };
+    *total = sum.map_err(|e| AllocatorError::fatal(format!("counter value: {e}")))?;
+    Ok(())
 }
 
 /// Counter set name → counter name → amount.
@@ -243,7 +253,8 @@ impl<'a> CounterState<'a> {
         for c in device.consumes_counters.iter().flatten() {
             let set = consumed.entry(c.counter_set.as_str()).or_default();
             for (name, counter) in &c.counters {
-                *set.entry(name.as_str()).or_default() += amount(&counter.value.0)?;
+                let used = set.entry(name.as_str()).or_insert(Quantity::from_units(0));
+                accumulate(used, &counter.value.0, false)?;
             }
         }
         let fits = self.available.get(&pool_index).is_some_and(|available| {
@@ -271,7 +282,7 @@ impl<'a> CounterState<'a> {
             if let Some(set) = consumed.get_mut(c.counter_set.as_str()) {
                 for (name, counter) in &c.counters {
                     if let Some(used) = set.get_mut(name.as_str()) {
-                        *used -= amount(&counter.value.0)?;
+                        accumulate(used, &counter.value.0, true)?;
                     }
                 }
             }
@@ -304,7 +315,7 @@ fn available_counters<'a>(
                 };
                 for (name, counter) in &c.counters {
                     if let Some(left) = set.get_mut(name.as_str()) {
-                        *left -= amount(&counter.value.0)?;
+                        accumulate(left, &counter.value.0, true)?;
                     }
                 }
             }

@@ -142,6 +142,68 @@ fn partitions_share_the_counters_of_their_device() {
     assert_eq!(none, None);
 }
 
+// Counters are exact, as Go's `Quantity` arithmetic: two devices taking
+// 500u each fit a counter of 1m, three taking 400u do not.
+#[test]
+fn counters_below_a_milli_unit_are_exact() {
+    let amounts = |devices: &[(&str, &str)], total: &str| {
+        let devices = devices
+            .iter()
+            .map(|(name, takes)| {
+                let mut d = consumes(device(name), 1);
+                if let Some(c) = d.consumes_counters.as_mut() {
+                    c[0].counters.insert(
+                        "memory".to_owned(),
+                        Counter {
+                            value: Quantity((*takes).to_owned()),
+                        },
+                    );
+                }
+                d
+            })
+            .collect();
+        let mut slices = partitioned(devices);
+        if let Some(sets) = slices[1].spec.shared_counters.as_mut() {
+            sets[0].counters.insert(
+                "memory".to_owned(),
+                Counter {
+                    value: Quantity(total.to_owned()),
+                },
+            );
+        }
+        slices
+    };
+    let two = plain(
+        vec![claim("c1", vec![request("req-0", 2)])],
+        amounts(&[("a", "500u"), ("b", "500u")], "1m"),
+        &AllocatedDevices::new(),
+    )
+    .expect("no error")
+    .expect("fits");
+    assert_eq!(
+        picked(&two),
+        vec![vec![
+            triple("req-0", "pool-1", "a"),
+            triple("req-0", "pool-1", "b")
+        ]]
+    );
+    let three = plain(
+        vec![claim("c1", vec![request("req-0", 3)])],
+        amounts(&[("a", "400u"), ("b", "400u"), ("c", "400u")], "1m"),
+        &AllocatedDevices::new(),
+    )
+    .expect("no error");
+    assert_eq!(three, None);
+    // Nano-units, the finest a quantity has.
+    let nanos = plain(
+        vec![claim("c1", vec![request("req-0", 2)])],
+        amounts(&[("a", "1n"), ("b", "1n")], "2n"),
+        &AllocatedDevices::new(),
+    )
+    .expect("no error");
+    assert!(nanos.is_some());
+}
+
 // "partitionable-devices-overallocated-capacity-pool" / dangling references:
 // a device consuming an unknown counter set makes the pool invalid.
 #[test]

@@ -250,7 +250,8 @@ fn max_id(e: &IdedExpr) -> u64 {
     max
 }
 
-pub(super) fn visit_children(e: &IdedExpr, mut f: impl FnMut(&IdedExpr)) {
+/// Calls `f` on each child of `e`.
+pub(super) fn visit_children<'e>(e: &'e IdedExpr, mut f: impl FnMut(&'e IdedExpr)) {
     match &e.expr {
         Expr::Call(c) => {
             c.target.iter().for_each(|t| f(t));

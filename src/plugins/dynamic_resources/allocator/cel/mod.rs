@@ -22,10 +22,15 @@
 //! bool (a literal or a list or map literal), and invalid literal regular
 //! expressions, as Kubernetes' validators do.
 //!
-//! Bounds: the expression length (as API validation), the runtime cost
-//! ([`budget`]), and any panic inside the interpreter becomes an error.
+//! Bounds: the expression length (as API validation), its nesting
+//! ([`depth`]: at most 250 levels of brackets and conditionals and an AST
+//! at most 250 levels deep, cel-go's `MaxRecursionDepth`; compiling and
+//! evaluating run on a stack large enough for the selector, so a deep one
+//! cannot overflow the scheduler's threads), the runtime cost ([`budget`]),
+//! and any panic inside the interpreter becomes an error.
 
 mod budget;
+mod depth;
 mod format;
 mod lists;
 mod macros;
@@ -36,6 +41,8 @@ mod semver;
 mod url;
 mod values;
 
+#[cfg(test)]
+mod depth_tests;
 #[cfg(test)]
 mod library_tests;
 #[cfg(test)]
@@ -50,6 +57,7 @@ use cel::common::value::{CowVal, FromVal, Val};
 use cel::{Context, Env, ExecutionError, Value, extensions};
 use k8s_openapi::api::resource::v1::Device;
 
+pub(super) use quantity::Quantity;
 use values::DeviceView;
 
 /// `resourceapi.CELSelectorExpressionMaxLength`.
@@ -58,11 +66,21 @@ pub const MAX_EXPRESSION_LENGTH: usize = 10 * 1024;
 /// A compiled selector expression.
 pub(super) struct Selector {
     expression: IdedExpr,
+    /// The stack evaluating (or dropping) `expression` needs.
+    stack: usize,
 }
 
 impl std::fmt::Debug for Selector {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Selector")
+    }
+}
+
+impl Drop for Selector {
+    fn drop(&mut self) {
+        // Dropping the AST recurses over it as evaluating does.
+        let expression = std::mem::take(&mut self.expression);
+        stacker::maybe_grow(self.stack, self.stack, move || drop(expression));
     }
 }
 
@@ -80,24 +98,28 @@ impl Selector {
                 expression.len()
             ));
         }
-        let env = ENV.as_ref().map_err(Clone::clone)?;
-        let parsed = catch_unwind(AssertUnwindSafe(|| env.parser().parse(expression)))
-            .map_err(|_| "compilation failed: the CEL parser panicked".to_owned())?;
-        let mut parsed = parsed.map_err(|e| format!("compilation failed: {e}"))?;
-        if let Some(kind) = obviously_not_bool(&parsed) {
+        let nesting = depth::nesting(expression);
+        if nesting > depth::MAX_NESTING {
             return Err(format!(
-                "compilation failed: must evaluate to bool or the unknown type, not {kind}"
+                "compilation failed: expression recursion limit exceeded: it nests {nesting} levels \
+                 deep (parentheses, brackets, braces, calls and conditionals), the limit is {}",
+                depth::MAX_NESTING
             ));
         }
-        regex::validate_literals(&parsed).map_err(|e| format!("compilation failed: {e}"))?;
-        budget::instrument(&mut parsed);
-        Ok(Selector { expression: parsed })
+        let env = ENV.as_ref().map_err(Clone::clone)?;
+        let stack = depth::compile_stack(nesting, expression.len());
+        stacker::maybe_grow(stack, stack, || compile_here(env, expression, nesting))
     }
 
     /// Evaluates the selector for `device` of `driver`: its boolean result,
     /// or the runtime error (which Kubernetes also reports, for the claim or
     /// class, rather than skipping the device).
     pub fn matches(&self, driver: &str, device: &Device) -> Result<bool, String> {
+        stacker::maybe_grow(self.stack, self.stack, || self.matches_here(driver, device))
+    }
+
+    /// [`Selector::matches`] on the current stack, however much is left.
+    fn matches_here(&self, driver: &str, device: &Device) -> Result<bool, String> {
         let env = ENV.as_ref().map_err(Clone::clone)?;
         let result = catch_unwind(AssertUnwindSafe(|| {
             budget::reset();
@@ -118,6 +140,41 @@ impl Selector {
             Err(e) => Err(e.to_string()),
         }
     }
+}
+
+/// [`Selector::compile`] after the length and nesting checks, on a stack
+/// large enough for `nesting` (everything deep, the parse tree and a
+/// rejected AST included, is dropped before this returns).
+fn compile_here(env: &Env, expression: &str, nesting: usize) -> Result<Selector, String> {
+    // The parser's own limit (one past the levels counted, as it counts the
+    // whole expression as a level) makes it stop where the stack was sized.
+    let parser_limit = u16::try_from(nesting + 1).unwrap_or(u16::MAX);
+    let parsed = catch_unwind(AssertUnwindSafe(|| {
+        env.parser()
+            .max_recursion_depth(parser_limit)
+            .parse(expression)
+    }))
+    .map_err(|_| "compilation failed: the CEL parser panicked".to_owned())?;
+    let mut parsed = parsed.map_err(|e| format!("compilation failed: {e}"))?;
+    let ast_depth = depth::ast_depth(&parsed);
+    if ast_depth > depth::MAX_DEPTH {
+        return Err(format!(
+            "compilation failed: max recursion depth exceeded: it is {ast_depth} levels deep \
+             (operators, calls, field selections, indexes and macros), the limit is {}",
+            depth::MAX_DEPTH
+        ));
+    }
+    if let Some(kind) = obviously_not_bool(&parsed) {
+        return Err(format!(
+            "compilation failed: must evaluate to bool or the unknown type, not {kind}"
+        ));
+    }
+    regex::validate_literals(&parsed).map_err(|e| format!("compilation failed: {e}"))?;
+    budget::instrument(&mut parsed);
+    Ok(Selector {
+        stack: depth::eval_stack(depth::ast_depth(&parsed)),
+        expression: parsed,
+    })
 }
 
 /// The type of a result that is a literal other than a bool.
