@@ -165,7 +165,7 @@ fn at_least_a_second<'de, D: serde::Deserializer<'de>>(
     Ok(Some(timeout))
 }
 
-impl crate::plugins::CacheNeeds for DynamicResourcesArgs {
+impl crate::framework::CacheNeeds for DynamicResourcesArgs {
     fn dra(&self) -> bool {
         true
     }
