@@ -174,11 +174,57 @@ pub fn default_queue_sort() -> QueueSort {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeSet;
+
     use super::*;
+
+    /// Adding a plugin is its module and its `registry!` line: a module
+    /// declared here without a line, or a line whose module is not
+    /// declared (directly or through a `pub use` of a shared folder), fails
+    /// this test, whatever the number of plugins.
+    #[test]
+    fn every_plugin_module_has_one_registry_line() {
+        let text = include_str!("mod.rs");
+        let text = &text[..text.find("#[cfg(test)]\nmod tests").unwrap()];
+        let declared: BTreeSet<&str> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("pub mod ")?.strip_suffix(';'))
+            .collect();
+        let registered: Vec<&str> = text
+            .lines()
+            .filter_map(|l| {
+                let (module, rest) = l.trim().split_once(": ")?;
+                let plain = module.chars().all(|c| c.is_ascii_lowercase() || c == '_');
+                (plain && rest.ends_with(");")).then_some(module)
+            })
+            .collect();
+        let reexports: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("pub use ") && l.contains("::{"))
+            .collect();
+        assert_eq!(registered.len(), PLUGIN_NAMES.len(), "one line per plugin");
+        for module in &registered {
+            let reexported = reexports
+                .iter()
+                .any(|l| l.contains(&format!(" {module}")) || l.contains(&format!("{{{module}")));
+            assert!(
+                declared.contains(module) || reexported,
+                "registry line {module} has no `pub mod {module};`"
+            );
+        }
+        for module in &declared {
+            let shared = reexports
+                .iter()
+                .any(|l| l.starts_with(&format!("pub use {module}::")));
+            assert!(
+                registered.contains(module) || shared,
+                "plugin module {module} has no registry! line"
+            );
+        }
+    }
 
     #[test]
     fn every_listed_plugin_defaults_builds_and_names_itself() {
-        assert_eq!(PLUGIN_NAMES.len(), 23);
         for &name in PLUGIN_NAMES {
             let args = PluginArgs::default_for(name).unwrap();
             assert_eq!(args.plugin_name(), name);
