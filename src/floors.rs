@@ -3,6 +3,12 @@
 //! below, so the import map has no circles and nothing points back up.
 //!
 //! Test modules are left out: a test may build its fixture from any floor.
+//!
+//! Inside the plugins' floor, each plugin is a leaf: a plugin's module never
+//! names another plugin's (what two plugins share lives in `k8s` or the
+//! framework), and `plugins/` is at most two levels deep. Test-only code
+//! (`plugins/test_support.rs`, `*tests.rs`, inline `mod tests`) is exempt:
+//! the shared fixtures stay shared under `#[cfg(test)]`.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -11,6 +17,7 @@ use std::path::Path;
 const FLOORS: &[&[&str]] = &[
     &["protocol", "yaml", "objects"],
     &["cache"],
+    &["k8s"],
     &["framework"],
     &["plugins"],
     &["policy"],
@@ -133,6 +140,97 @@ fn every_module_imports_only_its_floor_or_below() {
         "imports that break the floors:\n{}",
         wrong.join("\n")
     );
+}
+
+/// The modules of the plugins' floor `code` names through
+/// `crate::plugins::` paths (items of `plugins/mod.rs`, which start with a
+/// capital or are the registry's own, are not plugins).
+fn named_plugins(code: &str) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    let mut rest = code;
+    while let Some(at) = rest.find("crate::plugins::") {
+        rest = &rest[at + "crate::plugins::".len()..];
+        let group = rest.strip_prefix('{');
+        let text = group.map_or(rest, |g| &g[..g.find('}').unwrap_or(g.len())]);
+        let items: Vec<&str> = if group.is_some() {
+            text.split(',').collect()
+        } else {
+            vec![text]
+        };
+        for item in items {
+            let item = item.trim();
+            let end = item
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .unwrap_or(item.len());
+            let name = &item[..end];
+            if name.starts_with(|c: char| c.is_ascii_lowercase())
+                && !matches!(name, "default_queue_sort" | "test_support")
+            {
+                names.insert(name.to_string());
+            }
+        }
+    }
+    names
+}
+
+/// Where a plugin's module may still name another's, until the named code
+/// moves down; empty once every plugin is a leaf.
+const NOT_YET_LEAVES: &[(&str, &str)] = &[
+    // The DRA allocator moves to a floor of its own (design §1).
+    ("node_resources", "dynamic_resources"),
+];
+
+/// Folders of `plugins/` that may still nest deeper, until they move out.
+const NOT_YET_FLAT: &[&str] = &["dynamic_resources/allocator/"];
+
+#[test]
+fn plugins_are_leaves_at_most_two_levels_deep() {
+    let plugins = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/plugins");
+    let mut files = Vec::new();
+    visit(&plugins, &mut files);
+    let mut wrong = Vec::new();
+    for file in &files {
+        let rel = file.strip_prefix(&plugins).unwrap();
+        let parts: Vec<String> = rel
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .collect();
+        let name = parts.last().unwrap();
+        let test_only = name.ends_with("tests.rs") || name == "test_support.rs";
+        let unix = parts.join("/");
+        if parts.len() > 2 && !NOT_YET_FLAT.iter().any(|d| unix.starts_with(d)) {
+            wrong.push(format!(
+                "{}: deeper than plugins/<plugin>/<file>.rs",
+                rel.display()
+            ));
+        }
+        if parts.len() == 1 && name == "mod.rs" || test_only {
+            continue;
+        }
+        let own = parts[0].trim_end_matches(".rs");
+        let code = code_of(&std::fs::read_to_string(file).unwrap());
+        for named in named_plugins(&code) {
+            if named != own && !NOT_YET_LEAVES.contains(&(own, named.as_str())) {
+                wrong.push(format!(
+                    "{} names the plugin module {named}: move what they share into k8s or the framework",
+                    rel.display()
+                ));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "plugins that are not leaves:\n{}",
+        wrong.join("\n")
+    );
+}
+
+#[test]
+fn plugin_names_are_read_from_plain_and_grouped_paths() {
+    let code = "use crate::plugins::{CacheNeeds, node_affinity::X, test_support};\n\
+                let a = crate::plugins::volume_zone::f();";
+    let names: Vec<_> = named_plugins(code).into_iter().collect();
+    assert_eq!(names, ["node_affinity", "volume_zone"]);
 }
 
 #[test]

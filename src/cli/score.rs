@@ -5,7 +5,7 @@ use anyhow::{Context, bail};
 use super::{OutputFormat, ScoreArgs};
 use crate::cache::{ClusterState, snapshot_file};
 use crate::framework::explain;
-use crate::plugins::pod_spec;
+use crate::k8s::pod_spec;
 use crate::policy::{self, CompiledPolicy};
 
 /// Explains how every node in the cluster file filters and scores for the pod.

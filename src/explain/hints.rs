@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::report::{KUBE_SCHEDULER, LiveExplanation, PLACER};
+use crate::k8s::taints::tolerates_taint;
 use crate::objects::{NodeInfo, PodInfo};
-use crate::plugins::helper::tolerates_taint;
 use crate::plugins::taint_toleration;
 
 /// The hints for an explanation whose filters ran on `nodes` (same order).

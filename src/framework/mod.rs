@@ -20,6 +20,7 @@ mod pod_events;
 mod pre_filter_result;
 pub mod queueing;
 mod runner;
+pub mod scoring;
 mod status;
 mod waiting;
 

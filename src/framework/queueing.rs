@@ -130,3 +130,23 @@ impl Registrations {
         })
     }
 }
+
+/// A hint for claim events: the changed claim is one of `pod`'s
+/// (`persistentVolumeClaim` volumes, and with `ephemeral` also generic
+/// ephemeral volumes' claims).
+pub fn claim_of_pod(pod: &PodInfo, change: &Change, ephemeral: bool) -> QueueingHint {
+    let Some(key) = change.object_key() else {
+        return QueueingHint::Queue;
+    };
+    let Some((namespace, name)) = key.split_once('/') else {
+        return QueueingHint::Queue;
+    };
+    queue_if(
+        namespace == pod.namespace
+            && pod
+                .spec
+                .pvc_claims
+                .iter()
+                .any(|c| c.name == name && (ephemeral || !c.ephemeral)),
+    )
+}

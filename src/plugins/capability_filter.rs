@@ -20,9 +20,9 @@ use crate::framework::queueing::{ActionType, EventResource, QueueingHint};
 use crate::framework::{
     self, CycleState, EnqueueExtensions, EventHint, FilterPlugin, PreFilterPlugin, Status, queue_if,
 };
+use crate::k8s::fields::NonEmpty;
 use crate::objects::inputs::WantedLabel;
 use crate::objects::{NodeInfo, PodInfo};
-use crate::plugins::fields::NonEmpty;
 
 /// Plugin name in the policy.
 pub const NAME: &str = "CapabilityFilter";

@@ -11,9 +11,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::cache::ClusterState;
 use crate::framework::{CycleState, NodeScore, PreScorePlugin, ScorePlugin, Status};
+use crate::k8s::fields::{NonEmpty, Score};
 use crate::objects::inputs::{LabelSlot, NodeLabel};
 use crate::objects::{NodeInfo, PodInfo};
-use crate::plugins::fields::{NonEmpty, Score};
 
 /// Plugin name in the policy.
 pub const NAME: &str = "NetQoS";

@@ -16,8 +16,8 @@ use serde::{Deserialize, Serialize};
 use crate::cache::ClusterState;
 use crate::framework::queueing::{ActionType, EventResource, QueueingHint};
 use crate::framework::{CycleState, EnqueueExtensions, EventHint, FilterPlugin, Status, queue_if};
+use crate::k8s::taints::tolerations_tolerate;
 use crate::objects::{NodeInfo, PodInfo};
-use crate::plugins::helper::tolerations_tolerate;
 
 /// Plugin name in the policy.
 pub const NAME: &str = "NodeUnschedulable";

@@ -22,12 +22,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::cache::ClusterState;
 use crate::framework::queueing::{ActionType, EventResource, QueueingHint};
+use crate::framework::scoring::default_normalize_score;
 use crate::framework::{
     CycleState, EnqueueExtensions, EventHint, FilterPlugin, NodeScore, PreScorePlugin, ScorePlugin,
     Status, queue_if,
 };
+use crate::k8s::taints::{has_untolerated_taint, tolerates_taint};
 use crate::objects::{NodeInfo, PodInfo};
-use crate::plugins::helper::{default_normalize_score, has_untolerated_taint, tolerates_taint};
 
 /// Plugin name in the policy.
 pub const NAME: &str = "TaintToleration";
@@ -145,7 +146,7 @@ mod tests {
 
     use super::*;
     use crate::framework::Code;
-    use crate::plugins::helper::{toleration_tolerates, tolerations_tolerate};
+    use crate::k8s::taints::{toleration_tolerates, tolerations_tolerate};
     use crate::plugins::test_support::{
         hint, node_added, node_updated, pod_with_spec, score, score_without_pre_score,
         target_pod_updated,

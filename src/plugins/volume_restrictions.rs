@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cache::ClusterState;
 use crate::cache::events::kinds;
+use crate::framework::queueing::claim_of_pod;
 use crate::framework::queueing::{ActionType, Change, EventResource, QueueingHint};
 use crate::framework::{
     CycleState, EnqueueExtensions, EventHint, FilterPlugin, PreFilterExtensions, PreFilterPlugin,
@@ -31,7 +32,6 @@ use crate::framework::{
 };
 use crate::objects::volume::ClaimInfo;
 use crate::objects::{NodeInfo, PodInfo};
-use crate::plugins::volume_zone::claim_of_pod;
 
 /// Plugin name in the policy.
 pub const NAME: &str = "VolumeRestrictions";

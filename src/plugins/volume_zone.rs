@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cache::ClusterState;
 use crate::cache::events::kinds;
-use crate::framework::queueing::{ActionType, Change, EventResource, QueueingHint};
+use crate::framework::queueing::{ActionType, Change, EventResource, QueueingHint, claim_of_pod};
 use crate::framework::{
     CycleState, EnqueueExtensions, EventHint, FilterPlugin, PreFilterPlugin, Status, queue_if,
 };
@@ -234,26 +234,6 @@ fn volume_topology_changed(_: &PodInfo, change: &Change) -> QueueingHint {
         }
         _ => QueueingHint::Queue,
     }
-}
-
-/// A hint for claim events: the changed claim is one of `pod`'s
-/// (`persistentVolumeClaim` volumes, and with `ephemeral` also generic
-/// ephemeral volumes' claims).
-pub(crate) fn claim_of_pod(pod: &PodInfo, change: &Change, ephemeral: bool) -> QueueingHint {
-    let Some(key) = change.object_key() else {
-        return QueueingHint::Queue;
-    };
-    let Some((namespace, name)) = key.split_once('/') else {
-        return QueueingHint::Queue;
-    };
-    queue_if(
-        namespace == pod.namespace
-            && pod
-                .spec
-                .pvc_claims
-                .iter()
-                .any(|c| c.name == name && (ephemeral || !c.ephemeral)),
-    )
 }
 
 #[cfg(test)]

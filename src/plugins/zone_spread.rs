@@ -14,9 +14,9 @@ use crate::cache::{ClusterState, CountDimension, CountSelector};
 use crate::framework::{
     CycleState, MAX_NODE_SCORE, NodeScore, PreScorePlugin, ScorePlugin, Status,
 };
+use crate::k8s::fields::NonEmpty;
 use crate::objects::inputs::{LabelSlot, NodeLabel};
 use crate::objects::{NodeInfo, PodInfo};
-use crate::plugins::fields::NonEmpty;
 
 /// Plugin name in the policy.
 pub const NAME: &str = "ZoneSpread";

@@ -14,7 +14,7 @@ use serde::de::{self, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
 use super::{API_VERSION, ExtenderSettings, KIND, PluginConfig, Policy, ProfileConfig};
-use crate::plugins::fields::{NonEmpty, Weight};
+use crate::k8s::fields::{NonEmpty, Weight};
 use crate::plugins::{PLUGIN_NAMES, PluginArgs};
 
 /// A policy that could not be read or is invalid.

@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use crate::cache::CountDimension;
 use crate::framework::{Framework, Observer, QueueSort, WeightedPlugin};
-use crate::plugins::fields::{NonEmpty, Weight};
+use crate::k8s::fields::{NonEmpty, Weight};
 use crate::plugins::{CacheNeeds, PluginArgs};
 
 pub use load::{PolicyError, load, parse};

@@ -15,8 +15,8 @@ use serde_json::value::RawValue;
 
 use crate::cache::ClusterState;
 use crate::framework::Framework;
+use crate::k8s::pod_spec;
 use crate::objects::{NodeInfo, PodInfo};
-use crate::plugins::pod_spec;
 use crate::policy::CompiledPolicy;
 use crate::protocol::{self, ExtenderArgsRef};
 

@@ -14,8 +14,8 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::cache::{Cache, ClusterState, Replica, SyncStats};
+use crate::k8s::node_affinity::RequiredNodeAffinity;
 use crate::objects::{NodeInfo, PodInfo};
-use crate::plugins::node_affinity::RequiredNodeAffinity;
 
 /// The replica, used by one attempt at a time.
 #[derive(Debug, Default)]

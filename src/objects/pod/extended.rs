@@ -8,7 +8,7 @@
 //! request names (`container-<i>-request-<j>`), which is why the positions
 //! are kept here, computed once when the pod is decoded: for every resource
 //! with a domain in its name. Which of them a class serves is the plugins'
-//! question (`plugins::helper::is_dra_extended_resource_name`, then the
+//! question (`k8s::taints::is_dra_extended_resource_name`, then the
 //! cluster's classes).
 
 use super::ContainerView;

@@ -2,8 +2,8 @@
 //! `FilterVictimsWithPDBViolation`).
 
 use crate::cache::ClusterState;
+use crate::k8s::label_selector;
 use crate::objects::PodInfo;
-use crate::plugins::label_selector;
 
 use crate::objects::DisruptionBudget;
 

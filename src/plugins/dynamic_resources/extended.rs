@@ -34,9 +34,9 @@ use super::allocator::{Allocator, AllocatorError};
 use super::owned_by;
 use crate::cache::ClusterState;
 use crate::framework::Status;
+use crate::k8s::resource_names::is_dra_extended_resource_name;
 use crate::objects::pod::ContainerExtendedRequests;
 use crate::objects::{NodeInfo, PodInfo};
-use crate::plugins::helper::is_dra_extended_resource_name;
 
 /// The name the pod's claim has until PreBind creates it (not a valid
 /// object name, so it never meets a real claim).

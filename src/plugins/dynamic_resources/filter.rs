@@ -6,7 +6,7 @@
 //! node's slices up in the cache's per-node index and keeps what the
 //! allocator chose per node for Score, Reserve and PreBind.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use k8s_openapi::api::resource::v1::{
@@ -17,110 +17,25 @@ use parking_lot::Mutex;
 use super::allocator::{
     AllocatedDevices, Allocator, AllocatorError, GaveUp, HeldDevice, SearchLimits,
 };
-use super::bind::{deallocate, delete_claim};
 use super::binding_conditions;
+use super::claim_writes::{deallocate, delete_claim};
+use super::cycle::{DraCycle, NodeChoice};
 use super::extended::{ExtendedChoice, ExtendedCycle};
 use super::{
     DynamicResources, ERR_CANNOT_ALLOCATE, ERR_NOT_AVAILABLE, InFlight, kobj, pod_claims, watched,
 };
 use crate::cache::ClusterState;
+use crate::framework::scoring::default_normalize_score;
 use crate::framework::{
     Code, CycleState, Diagnosis, FilterPlugin, Framework, NodeScore, Nominating, PostFilterPlugin,
     PostFilterResult, PreFilterPlugin, ScorePlugin, Status,
 };
+use crate::k8s::node_affinity::RequiredNodeAffinity;
 use crate::objects::{NodeInfo, PodInfo};
-use crate::plugins::helper::default_normalize_score;
-use crate::plugins::node_affinity::RequiredNodeAffinity;
 
 /// kube-scheduler's `FirstAvailableDeviceRequestMaxSize`: the first
 /// alternative of a `firstAvailable` request scores this much.
 const FIRST_AVAILABLE_MAX: i64 = 8;
-
-/// PreFilter's state for one pod.
-pub(super) struct DraCycle {
-    /// The pod's claims, in spec order (an allocation in flight already
-    /// written by PreBind reads as the written claim).
-    pub(super) claims: Vec<Arc<ResourceClaim>>,
-    /// Per claim: the node selector of its allocation (`None`: allocated
-    /// for every node, or not allocated).
-    available_on: Vec<Option<RequiredNodeAffinity>>,
-    /// Indexes into `claims` of the claims to allocate, in order.
-    pub(super) to_allocate: Vec<usize>,
-    /// Indexes of allocated claims whose devices failed to bind or took
-    /// too long ([`super::binding_conditions::stuck`]): no node can use them.
-    stuck: Vec<usize>,
-    allocator: Option<Allocator>,
-    /// The pod's extended resources a DeviceClass serves, if it requests any.
-    pub(super) extended: Option<ExtendedCycle>,
-    /// Devices in use: allocated in the cache and in flight.
-    allocated: AllocatedDevices,
-    /// `filterTimeout` and the step budget, from PreFilter on, shared by
-    /// the searches on every node.
-    limits: SearchLimits,
-    /// What the allocator chose on each node that fits.
-    pub(super) by_node: Mutex<HashMap<String, Arc<NodeChoice>>>,
-    /// Indexes of allocated claims that some node rejected for their
-    /// allocation's node selector: PostFilter may deallocate one.
-    unavailable: Mutex<BTreeSet<usize>>,
-    /// The claims as PreBind wrote them, by index (Unreserve takes the
-    /// pod out of their `reservedFor`).
-    pub(super) written: Mutex<HashMap<usize, Arc<ResourceClaim>>>,
-    /// The claim PreBind created for the pod's extended resources
-    /// (Unreserve deletes it).
-    pub(super) created: Mutex<Option<Arc<ResourceClaim>>>,
-}
-
-/// What Filter chose on one node.
-pub(super) struct NodeChoice {
-    /// One allocation per claim of `to_allocate`, in order.
-    pub(super) results: Vec<AllocationResult>,
-    /// The claim for the extended resources the node leaves to DRA.
-    pub(super) extended: Option<ExtendedChoice>,
-}
-
-#[cfg(test)]
-impl DraCycle {
-    /// A cycle whose Filter chose `results` on `node` for the claims at
-    /// `to_allocate` (Reserve and PreBind tests).
-    pub(super) fn chosen(
-        claims: Vec<Arc<ResourceClaim>>,
-        to_allocate: Vec<usize>,
-        node: &str,
-        results: Vec<AllocationResult>,
-    ) -> Self {
-        DraCycle {
-            available_on: vec![None; claims.len()],
-            stuck: Vec::new(),
-            claims,
-            to_allocate,
-            allocator: None,
-            extended: None,
-            allocated: AllocatedDevices::default(),
-            limits: SearchLimits::unlimited(),
-            by_node: Mutex::new(HashMap::from([(
-                node.to_owned(),
-                Arc::new(NodeChoice {
-                    results,
-                    extended: None,
-                }),
-            )])),
-            unavailable: Mutex::default(),
-            written: Mutex::default(),
-            created: Mutex::default(),
-        }
-    }
-}
-
-/// The devices, whole or shared, an allocation takes (admin access does
-/// not take a device).
-pub(super) fn devices_of(allocation: &AllocationResult) -> Vec<HeldDevice> {
-    allocation
-        .devices
-        .iter()
-        .flat_map(|d| d.results.iter().flatten())
-        .filter_map(HeldDevice::of_result)
-        .collect()
-}
 
 /// Copies of the claims at `to_allocate`: what an allocator is built from.
 fn unallocated(claims: &[Arc<ResourceClaim>], to_allocate: &[usize]) -> Vec<ResourceClaim> {

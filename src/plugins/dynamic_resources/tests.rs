@@ -15,7 +15,7 @@ use k8s_openapi::api::resource::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 
 use super::bind::with_reservation;
-use super::filter::DraCycle;
+use super::cycle::DraCycle;
 use super::*;
 use crate::framework::{Code, CycleState, FilterPlugin, NodeScore, PreFilterPlugin, ReservePlugin};
 use crate::objects::NodeInfo;
@@ -607,7 +607,11 @@ fn filter_honours_device_taint_rules() {
     assert!(filter(&cluster).is_success());
 }
 
+#[path = "extended_tests.rs"]
 mod extended;
+#[path = "hints_tests.rs"]
 mod hints;
+#[path = "limits_tests.rs"]
 mod limits;
+#[path = "shares_tests.rs"]
 mod shares;

@@ -46,9 +46,9 @@ use k8s_openapi::api::core::v1::{PodAffinityTerm, WeightedPodAffinityTerm};
 use serde::{Deserialize, Serialize};
 
 use crate::cache::Objects;
+use crate::k8s::label_selector;
 use crate::objects::namespace::NamespaceInfo;
 use crate::objects::{NodeInfo, PodInfo};
-use crate::plugins::label_selector;
 
 /// Plugin name in the policy.
 pub const NAME: &str = "InterPodAffinity";

@@ -15,8 +15,8 @@ use k8s_openapi::api::core::v1::{
 };
 use serde::{Deserialize, Serialize};
 
-use super::terms::{PreferredTerms, RequiredNodeAffinity};
-use crate::plugins::validation::aggregate;
+use crate::k8s::node_affinity::{PreferredTerms, RequiredNodeAffinity};
+use crate::k8s::validation::aggregate;
 
 /// Arguments of NodeAffinity.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]

@@ -40,7 +40,6 @@
 //! PreFilter `Skip`.
 
 mod args;
-mod terms;
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -49,17 +48,16 @@ use k8s_openapi::api::core::v1::NodeSelector;
 
 use crate::cache::ClusterState;
 use crate::framework::queueing::{ActionType, Change, EventResource, QueueingHint};
+use crate::framework::scoring::default_normalize_score;
 use crate::framework::{
     CycleState, EnqueueExtensions, EventHint, FilterPlugin, NodeScore, PreFilterPlugin,
     PreScorePlugin, ScorePlugin, Status, queue_if,
 };
+use crate::k8s::node_affinity::{PreferredTerms, RequiredNodeAffinity, required_selector};
+use crate::k8s::validation::OBJECT_NAME_FIELD;
 use crate::objects::{NodeInfo, PodInfo};
-use crate::plugins::helper::default_normalize_score;
-use crate::plugins::validation::OBJECT_NAME_FIELD;
 
 pub use args::NodeAffinityArgs;
-pub(crate) use terms::term_errors;
-pub use terms::{PreferredTerms, RequiredNodeAffinity, TermMatcher};
 
 /// Plugin name in the policy.
 pub const NAME: &str = "NodeAffinity";
@@ -129,17 +127,6 @@ fn required_node_names(selector: &NodeSelector) -> Option<HashSet<String>> {
         union.extend(names?.into_iter().map(str::to_string));
     }
     Some(union)
-}
-
-fn required_selector(pod: &PodInfo) -> Option<&NodeSelector> {
-    pod.spec
-        .affinity
-        .as_ref()
-        .and_then(|a| a.node_affinity.as_ref())
-        .and_then(|n| {
-            n.required_during_scheduling_ignored_during_execution
-                .as_ref()
-        })
 }
 
 /// The pod's parsed requirements, written in PreFilter.

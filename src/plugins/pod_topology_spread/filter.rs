@@ -10,8 +10,8 @@ use super::{
 };
 use crate::cache::ClusterState;
 use crate::framework::{CycleState, FilterPlugin, PreFilterExtensions, PreFilterPlugin, Status};
+use crate::k8s::node_affinity::RequiredNodeAffinity;
 use crate::objects::{NodeInfo, PodInfo};
-use crate::plugins::node_affinity::RequiredNodeAffinity;
 
 /// What Filter needs, per hard constraint of the pod (kube-scheduler's
 /// `preFilterState`, with the minimum already resolved).

@@ -41,13 +41,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde::{Deserialize, Serialize};
 
 use crate::cache::ClusterState;
+use crate::k8s::label_selector;
+use crate::k8s::node_affinity::RequiredNodeAffinity;
+use crate::k8s::taints::has_untolerated_taint;
 use crate::objects::workload::{
     ReplicaSetSelector, ReplicationControllerSelector, ServiceSelector, StatefulSetSelector,
 };
 use crate::objects::{NodeInfo, PodInfo};
-use crate::plugins::helper::has_untolerated_taint;
-use crate::plugins::label_selector;
-use crate::plugins::node_affinity::RequiredNodeAffinity;
 
 /// Plugin name in the policy.
 pub const NAME: &str = "PodTopologySpread";

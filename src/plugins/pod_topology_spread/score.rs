@@ -13,8 +13,8 @@ use crate::cache::ClusterState;
 use crate::framework::{
     CycleState, MAX_NODE_SCORE, NodeScore, PreScorePlugin, ScorePlugin, Status,
 };
+use crate::k8s::node_affinity::RequiredNodeAffinity;
 use crate::objects::{NodeInfo, PodInfo};
-use crate::plugins::node_affinity::RequiredNodeAffinity;
 
 /// Shown by `/explain` for candidate nodes without every topology key
 /// (kube-scheduler's `IgnoredNodes`).

@@ -13,11 +13,11 @@ use super::{
 };
 use crate::cache::ClusterState;
 use crate::framework::Status;
+use crate::k8s::label_selector;
+use crate::k8s::node_affinity::RequiredNodeAffinity;
 use crate::objects::NodeInfo;
 use crate::objects::csi::{CsiDriverInfo, StorageCapacityInfo};
 use crate::objects::volume::{ClaimInfo, StorageClassInfo, VolumeInfo};
-use crate::plugins::label_selector;
-use crate::plugins::node_affinity::RequiredNodeAffinity;
 
 /// The provisioner of classes that cannot provision (local volumes).
 const NO_PROVISIONER: &str = "kubernetes.io/no-provisioner";

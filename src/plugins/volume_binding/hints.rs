@@ -7,12 +7,12 @@
 
 use super::VolumeBinding;
 use crate::cache::events::kinds;
+use crate::framework::queueing::claim_of_pod;
 use crate::framework::queueing::{ActionType, Change, EventResource, QueueingHint, queue_if};
 use crate::framework::{EnqueueExtensions, EventHint};
 use crate::objects::PodInfo;
 use crate::objects::csi::{CsiDriverInfo, CsiNodeInfo, StorageCapacityInfo};
 use crate::objects::volume::StorageClassInfo;
-use crate::plugins::volume_zone::claim_of_pod;
 
 impl EnqueueExtensions for VolumeBinding {
     fn events_to_register(&self) -> Vec<EventHint> {

@@ -38,17 +38,17 @@ use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
 use crate::cache::ClusterState;
+use crate::framework::scoring::{
+    MAX_CUSTOM_PRIORITY_SCORE, UtilizationShapePoint, broken_linear, validate_shape,
+};
 use crate::framework::{
     CycleState, FilterPlugin, NodeScore, PreFilterPlugin, PreScorePlugin, ScorePlugin, Status,
 };
+use crate::k8s::node_affinity::RequiredNodeAffinity;
 use crate::objects::Keyed;
 use crate::objects::pod::VolumeClaim;
 use crate::objects::volume::{ClaimInfo, StorageClassInfo, VolumeInfo};
 use crate::objects::{NodeInfo, PodInfo};
-use crate::plugins::node_affinity::RequiredNodeAffinity;
-use crate::plugins::node_resources_fit::{
-    MAX_CUSTOM_PRIORITY_SCORE, UtilizationShapePoint, broken_linear, validate_shape,
-};
 pub use find::PodVolumes;
 
 /// Plugin name in the policy.

@@ -212,4 +212,5 @@ fn args_take_kube_schedulers_keys_only() {
     assert!(serde_yaml_ng::from_str::<VolumeBindingArgs>("bindTimeout: 600").is_err());
 }
 
+#[path = "binding_tests.rs"]
 mod binding;

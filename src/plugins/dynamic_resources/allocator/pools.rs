@@ -12,8 +12,8 @@ use k8s_openapi::api::resource::v1::{CounterSet, Device, ResourceSlice};
 
 use super::types::AllocatorError;
 use crate::cache::dra_taints::{PoolTaints, TaintRules};
+use crate::k8s::node_affinity::RequiredNodeAffinity;
 use crate::objects::NodeInfo;
-use crate::plugins::node_affinity::RequiredNodeAffinity;
 
 /// One pool as the allocator sees it on one node.
 pub(super) struct Pool<'a> {

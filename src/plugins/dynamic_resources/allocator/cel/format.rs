@@ -15,7 +15,7 @@ use regex::Regex;
 
 use super::url::Url;
 use super::{arg, owned, static_val};
-use crate::plugins::validation::{label_key_errors, label_value_errors};
+use crate::k8s::validation::{label_key_errors, label_value_errors};
 
 /// `kubernetes.NamedFormat`'s CEL type.
 pub(super) static FORMAT_TYPE: Type = Type::new_unspecified_type("kubernetes.NamedFormat");

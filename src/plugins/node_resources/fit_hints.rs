@@ -27,8 +27,8 @@ use crate::framework::queueing::{ActionType, Change, EventResource, QueueingHint
 use crate::framework::{
     CycleState, EnqueueExtensions, EventHint, FilterPlugin, PreFilterPlugin, queue_if,
 };
+use crate::k8s::resource_names::is_dra_extended_resource_name;
 use crate::objects::{NodeInfo, PodInfo, Resources};
-use crate::plugins::helper::is_dra_extended_resource_name;
 
 /// A cluster without pods: a node's own size, as kube-scheduler's `isFit`
 /// builds an empty `NodeInfo` around the node.

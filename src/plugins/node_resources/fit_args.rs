@@ -5,8 +5,10 @@ use std::collections::HashSet;
 
 use serde::{Deserialize, Serialize};
 
-use crate::plugins::fields::NonEmpty;
-use crate::plugins::validation::is_qualified_name;
+pub use crate::framework::scoring::UtilizationShapePoint;
+use crate::framework::scoring::validate_shape;
+use crate::k8s::fields::NonEmpty;
+use crate::k8s::validation::is_qualified_name;
 
 /// Highest weight of one scored resource (kube-scheduler's validation).
 pub(super) const MAX_RESOURCE_WEIGHT: i64 = 100;
@@ -23,16 +25,6 @@ pub enum ScoringStrategyType {
     RequestedToCapacityRatio,
 }
 
-/// One point of a `RequestedToCapacityRatio` shape.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct UtilizationShapePoint {
-    /// Utilization in percent, 0..=100.
-    pub utilization: i32,
-    /// Score at that utilization, 0..=10.
-    pub score: i32,
-}
-
 /// `requestedToCapacityRatio`: the shape.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -40,9 +32,6 @@ pub struct RequestedToCapacityRatioParam {
     /// Points sorted by increasing utilization.
     pub shape: Vec<UtilizationShapePoint>,
 }
-
-/// Highest score of a shape point (kube-scheduler's `MaxCustomPriorityScore`).
-pub(crate) const MAX_CUSTOM_PRIORITY_SCORE: i32 = 10;
 
 /// One resource that takes part in scoring, with its weight.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
@@ -110,37 +99,6 @@ impl Default for ScoringStrategy {
             requested_to_capacity_ratio: None,
         }
     }
-}
-
-/// kube-scheduler's `validateFunctionShape`, first error only, naming the
-/// shape's field `at` (VolumeBinding's `shape` is validated the same way).
-pub(crate) fn validate_shape(at: &str, shape: &[UtilizationShapePoint]) -> Result<(), String> {
-    if shape.is_empty() {
-        return Err(format!("{at}: at least one point must be specified"));
-    }
-    for i in 1..shape.len() {
-        if shape[i - 1].utilization >= shape[i].utilization {
-            return Err(format!(
-                "{at}[{i}].utilization: {}: values must be sorted in increasing order",
-                shape[i].utilization
-            ));
-        }
-    }
-    for (i, p) in shape.iter().enumerate() {
-        if !(0..=100).contains(&p.utilization) {
-            return Err(format!(
-                "{at}[{i}].utilization: {}: not in valid range [0, 100]",
-                p.utilization
-            ));
-        }
-        if !(0..=MAX_CUSTOM_PRIORITY_SCORE).contains(&p.score) {
-            return Err(format!(
-                "{at}[{i}].score: {}: not in valid range [0, {MAX_CUSTOM_PRIORITY_SCORE}]",
-                p.score
-            ));
-        }
-    }
-    Ok(())
 }
 
 pub(super) fn default_resources() -> Vec<ResourceSpec> {

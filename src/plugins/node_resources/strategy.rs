@@ -3,10 +3,10 @@
 
 use crate::cache::{ClusterState, NodeUsage};
 use crate::framework::MAX_NODE_SCORE;
+use crate::k8s::resource_names::{is_dra_extended_resource_name, is_extended_resource_name};
 use crate::objects::pod::PodSpecInfo;
 use crate::objects::{NodeInfo, Resources};
 use crate::plugins::dynamic_resources::allocator::{AllocatedDevices, ClassDevices};
-use crate::plugins::helper::{is_dra_extended_resource_name, is_extended_resource_name};
 
 /// `schedutil.IsScalarResourceName`: the resources kube-scheduler tracks
 /// besides cpu, memory, ephemeral storage and pods.
@@ -206,19 +206,4 @@ pub(super) fn most_requested_score(requested: i64, capacity: i64) -> i64 {
     }
     let requested = requested.min(capacity);
     scaled_share(requested, MAX_NODE_SCORE, capacity)
-}
-
-/// kube-scheduler's `BuildBrokenLinearFunction`: the shape's score at
-/// utilization `p`, interpolated between points (integer division), flat
-/// before the first and after the last.
-pub(crate) fn broken_linear(shape: &[(i64, i64)], p: i64) -> i64 {
-    for (i, &(u, score)) in shape.iter().enumerate() {
-        if p <= u {
-            let Some(&(u0, s0)) = i.checked_sub(1).and_then(|j| shape.get(j)) else {
-                return score;
-            };
-            return s0 + (score - s0) * (p - u0) / (u - u0);
-        }
-    }
-    shape.last().map_or(0, |&(_, s)| s)
 }

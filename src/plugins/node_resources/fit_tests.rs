@@ -2,9 +2,9 @@
 use std::sync::Arc;
 
 use super::*;
+use crate::k8s::validation::is_qualified_name;
 use crate::objects::pod::PodSpecInfo;
 use crate::plugins::test_support::{self, PodBuilder, res};
-use crate::plugins::validation::is_qualified_name;
 
 const MI: i64 = 1 << 20;
 
@@ -563,7 +563,7 @@ fn a_resource_a_device_class_serves_scores_by_the_nodes_devices() {
 
 #[test]
 fn scaled_share_matches_128_bit_arithmetic_on_both_sides_of_overflow() {
-    use super::strategy::scaled_share;
+    use crate::plugins::node_resources::strategy::scaled_share;
     // Below the 64-bit product's limit, at it, and past it (a 100 EiB node).
     for (part, whole) in [
         (3_500, 4_000),

@@ -7,8 +7,8 @@
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1::DeviceClass;
 
+use super::super::cycle::NodeChoice;
 use super::super::extended::{ANNOTATION, ERR_STALE};
-use super::super::filter::NodeChoice;
 use super::*;
 
 const GPU: &str = "example.com/gpu";

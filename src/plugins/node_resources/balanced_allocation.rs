@@ -27,12 +27,12 @@ use std::collections::HashSet;
 
 use serde::{Deserialize, Serialize};
 
+use super::strategy::{DraScoring, NodeRequests, ScoredResource};
 use crate::cache::ClusterState;
 use crate::framework::{
     CycleState, MAX_NODE_SCORE, NodeScore, PreScorePlugin, ScorePlugin, Status,
 };
 use crate::objects::{NodeInfo, PodInfo};
-use crate::plugins::node_resources_fit::strategy::{DraScoring, NodeRequests, ScoredResource};
 
 /// Plugin name in the policy.
 pub const NAME: &str = "NodeResourcesBalancedAllocation";

@@ -12,8 +12,8 @@
 use k8s_openapi::api::core::v1::PodAffinityTerm;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
+use crate::k8s::{label_selector, node_affinity};
 use crate::objects::PodInfo;
-use crate::plugins::{label_selector, node_affinity};
 
 /// `whenUnsatisfiable` values the API server accepts.
 const WHEN_UNSATISFIABLE: [&str; 2] = ["DoNotSchedule", "ScheduleAnyway"];

@@ -1,14 +1,8 @@
-//! Helpers several plugins share, as kube-scheduler's
-//! `pkg/scheduler/framework/plugins/helper` and
-//! `k8s.io/component-helpers/scheduling/corev1` are shared: score
-//! normalization, toleration matching and resource name classes. Plugins
-//! never call each other; they call these.
+//! Taints and tolerations (`k8s.io/component-helpers/scheduling/corev1`'s
+//! `ToleratesTaint` and `FindMatchingUntoleratedTaint`), read by
+//! TaintToleration, NodeUnschedulable, PodTopologySpread and explain.
 
 use k8s_openapi::api::core::v1::{Taint, Toleration};
-
-use crate::framework::{MAX_NODE_SCORE, NodeScore};
-use crate::objects::pod::DEVICE_CLASS_PREFIX;
-use crate::plugins::validation::is_qualified_name;
 
 /// The `TaintTolerationComparisonOperators` feature gate: `Lt`/`Gt`
 /// tolerations. Alpha since v1.35 and off by default in v1.37, so such a
@@ -98,60 +92,4 @@ fn decimal_integer(s: &str) -> Option<i64> {
         [first, rest @ ..] => (b'1'..=b'9').contains(first) && rest.iter().all(u8::is_ascii_digit),
     };
     if valid { s.parse().ok() } else { None }
-}
-
-/// kube-scheduler's `helper.DefaultNormalizeScore(MaxNodeScore, reverse, scores)`:
-/// maps `0..=max` onto `0..=100` (integer division), reversed if asked; when
-/// every score is 0 they stay 0, or all become 100 when reversed.
-pub fn default_normalize_score(scores: &mut [NodeScore], reverse: bool) {
-    let max = scores.iter().map(|s| s.score).fold(0, i64::max);
-    if max == 0 {
-        if reverse {
-            for s in scores {
-                s.score = MAX_NODE_SCORE;
-            }
-        }
-        return;
-    }
-    for s in scores {
-        let v = MAX_NODE_SCORE * s.score / max;
-        s.score = if reverse { MAX_NODE_SCORE - v } else { v };
-    }
-}
-
-/// `v1helper.IsExtendedResourceName`: outside the `kubernetes.io` domain,
-/// not a quota name, and valid once prefixed with `requests.`.
-pub fn is_extended_resource_name(name: &str) -> bool {
-    let native = !name.contains('/') || name.contains("kubernetes.io/");
-    !native && !name.starts_with("requests.") && is_qualified_name(&format!("requests.{name}"))
-}
-
-/// kube-scheduler's `IsDRAExtendedResourceName`: an extended resource name
-/// or a DeviceClass's implicit name (`deviceclass.resource.kubernetes.io/<class>`),
-/// which a DeviceClass may serve (DRAExtendedResource).
-pub fn is_dra_extended_resource_name(name: &str) -> bool {
-    name.starts_with(DEVICE_CLASS_PREFIX) || is_extended_resource_name(name)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// `IsDRAExtendedResourceName`: extended resource names and the
-    /// implicit class names, not native or quota names.
-    #[test]
-    fn dra_extended_names_are_extended_names_and_implicit_class_names() {
-        assert!(is_dra_extended_resource_name("example.com/gpu"));
-        assert!(is_dra_extended_resource_name(
-            "deviceclass.resource.kubernetes.io/gpu"
-        ));
-        for name in [
-            "cpu",
-            "hugepages-2Mi",
-            "kubernetes.io/batch",
-            "requests.example.com/gpu",
-        ] {
-            assert!(!is_dra_extended_resource_name(name), "{name}");
-        }
-    }
 }

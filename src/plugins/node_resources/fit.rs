@@ -34,9 +34,10 @@
 //! the node's pods (kube-scheduler's `NonZeroRequested`), so best-effort pods
 //! still spread.
 
+#[path = "fit_args.rs"]
 mod args;
+#[path = "fit_hints.rs"]
 mod hints;
-pub(crate) mod strategy;
 
 use std::collections::HashSet;
 
@@ -47,16 +48,15 @@ use crate::framework::{
 };
 use crate::objects::{NodeInfo, PodInfo, Resources};
 
-use crate::plugins::helper::is_extended_resource_name;
-pub(crate) use args::{MAX_CUSTOM_PRIORITY_SCORE, validate_shape};
+use super::strategy::{
+    DraScoring, ScoredResource, is_scalar_resource_name, least_requested_score,
+    most_requested_score, scaled_share,
+};
+use crate::framework::scoring::{MAX_CUSTOM_PRIORITY_SCORE, broken_linear};
+use crate::k8s::resource_names::is_extended_resource_name;
 pub use args::{
     NodeResourcesFitArgs, RequestedToCapacityRatioParam, ResourceSpec, ScoringStrategy,
     ScoringStrategyType, UtilizationShapePoint,
-};
-pub(crate) use strategy::broken_linear;
-use strategy::{
-    DraScoring, ScoredResource, is_scalar_resource_name, least_requested_score,
-    most_requested_score, scaled_share,
 };
 
 /// Plugin name in the policy.
@@ -317,4 +317,5 @@ impl NodeResourcesFit {
 }
 
 #[cfg(test)]
+#[path = "fit_tests.rs"]
 mod tests;

@@ -1,15 +1,29 @@
 //! Parsed node selector terms: what a pod requires of its node and what it
-//! prefers, reusable by every plugin that honours node affinity.
+//! prefers (`k8s.io/component-helpers/scheduling/corev1/nodeaffinity`),
+//! read by every plugin that honours node affinity (NodeAffinity,
+//! PodTopologySpread, VolumeBinding, DynamicResources), the DRA allocator
+//! and the verbs' pod validation.
 
 use k8s_openapi::api::core::v1::{NodeSelector, NodeSelectorTerm, PreferredSchedulingTerm};
 
-use super::required_selector;
 use crate::cache::node_inputs::LabelSlots;
-use crate::objects::inputs::WantedLabel;
-use crate::objects::{NodeInfo, PodInfo};
-use crate::plugins::validation::{
+use crate::k8s::validation::{
     FieldRequirement, LabelRequirement, aggregate, parse_field_requirement, parse_label_requirement,
 };
+use crate::objects::inputs::WantedLabel;
+use crate::objects::{NodeInfo, PodInfo};
+
+/// The pod's required node affinity (`requiredDuringSchedulingIgnoredDuringExecution`).
+pub(crate) fn required_selector(pod: &PodInfo) -> Option<&NodeSelector> {
+    pod.spec
+        .affinity
+        .as_ref()
+        .and_then(|a| a.node_affinity.as_ref())
+        .and_then(|n| {
+            n.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
+}
 
 /// One parsed, non-empty `NodeSelectorTerm`: its requirements, ANDed.
 #[derive(Debug, Clone, PartialEq)]
