@@ -26,7 +26,8 @@
 //! compared with the rest. A case where one node fits is skipped by kube-scheduler's
 //! scoring and only checked for that.
 //!
-//! CI runs seed [`DEFAULT_SEED`] with [`DEFAULT_CASES`] cases. More:
+//! CI runs seed [`DEFAULT_SEED`] with [`DEFAULT_CASES`] cases (not fewer under CI, see
+//! [`case_count`]); a run that compared no case fails. More:
 //!
 //! ```text
 //! PLACER_DIFF_SCORE_SEED=7 PLACER_DIFF_SCORE_CASES=20 cargo test --test e2e differential_scores -- --nocapture
@@ -39,7 +40,7 @@ use std::ops::ControlFlow;
 use anyhow::bail;
 use serde_json::{Value, json};
 
-use crate::differential::{Rng, env_number};
+use crate::differential::{Rng, case_count, env_number};
 use crate::harness::compare::{KubeSchedulerYaml, PLACER_LACKS};
 use crate::harness::logs::{field, lines_with};
 use crate::harness::{Placer, Scheduler, TestEnv, capability_policy};
@@ -71,7 +72,7 @@ type Scores = (BTreeMap<(String, String), i64>, BTreeMap<String, i64>);
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn explain_scores_agree_with_kube_scheduler() -> anyhow::Result<()> {
     let seed = env_number("PLACER_DIFF_SCORE_SEED")?.unwrap_or(DEFAULT_SEED);
-    let count = env_number("PLACER_DIFF_SCORE_CASES")?.map_or(DEFAULT_CASES, |n| n as usize);
+    let count = case_count("PLACER_DIFF_SCORE_CASES", DEFAULT_CASES)?;
     // ImageLocality divides by every node of the cluster: a control plane of its own keeps
     // other tests' nodes from changing that count between kube-scheduler's scoring and
     // placer's explanation.
@@ -138,6 +139,9 @@ async fn explain_scores_agree_with_kube_scheduler() -> anyhow::Result<()> {
     );
     if !disagreements.is_empty() {
         bail!("{}", disagreements.join("\n"));
+    }
+    if compared == 0 {
+        bail!("seed {seed:#x}: no case had two feasible nodes, no score was compared");
     }
     Ok(())
 }
