@@ -94,6 +94,7 @@ use crate::harness::{Placer, RUN_LABEL, Scheduler, TestEnv};
 mod devices;
 mod generator;
 mod outcome;
+mod relations;
 mod storage;
 
 use devices::DeviceClasses;
