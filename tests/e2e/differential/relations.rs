@@ -313,3 +313,44 @@ fn string_pairs(labels: &Value) -> Vec<(String, String)> {
         .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned()))
         .collect()
 }
+
+#[test]
+fn every_24_consecutive_cases_have_every_relation_kind() {
+    for seed in 0..17 {
+        for start in 0..24 {
+            let kinds: Vec<Kind> = (start..start + 24)
+                .map(|i| Relations::generate(seed, i, 4).kind)
+                .collect();
+            for kind in KINDS {
+                assert!(
+                    kinds.contains(&kind),
+                    "seed {seed}, cases {start}..+24 lack {kind:?}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn every_selector_is_confined_to_the_copy() {
+    let side = Side {
+        tag: "c1p-a1".into(),
+        node_stem: "n".into(),
+        scheduler: "s".into(),
+        attempt: "a1".into(),
+    };
+    for i in 0..64 {
+        let r = Relations::generate(3, i, 4);
+        let mut spec = json!({});
+        r.apply(&side, &mut spec);
+        let peers: Vec<Value> = r.peers(&side).iter().map(|p| json!(p.spec)).collect();
+        for v in std::iter::once(&spec).chain(&peers) {
+            let text = v.to_string();
+            let selectors = text.matches("labelSelector").count();
+            let confined = text
+                .matches(&format!("\"{COPY_LABEL}\":\"c1p-a1\""))
+                .count();
+            assert_eq!(selectors, confined, "case {i}: {text}");
+        }
+    }
+}
