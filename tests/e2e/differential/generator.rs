@@ -466,6 +466,18 @@ impl Case {
         if !self.storage.is_empty() {
             spec["volumes"] = Storage::volumes(side, self.storage.pod_claims());
         }
+        if self.storage.ephemeral {
+            let scratch = json!({ "name": "scratch", "ephemeral": { "volumeClaimTemplate": {
+                "spec": {
+                    "accessModes": ["ReadWriteOnce"],
+                    "resources": { "requests": { "storage": "1Gi" } },
+                },
+            } } });
+            match spec["volumes"].as_array_mut() {
+                Some(volumes) => volumes.push(scratch),
+                None => spec["volumes"] = json!([scratch]),
+            }
+        }
         self.devices.ask(side, &mut spec);
         if self.pod.restart_all {
             spec["containers"][0]["restartPolicy"] = json!("Never");

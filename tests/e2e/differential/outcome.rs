@@ -19,6 +19,9 @@ pub(super) enum Outcome {
     Bound,
     /// Not bound; the first `FailedScheduling` message.
     Unschedulable(String),
+    /// Neither bound nor reported on within the outcome timeout (an event placer could not
+    /// record, say): never an agreement.
+    Undecided,
     /// Reported unschedulable first, bound later (a stale view of the cluster).
     BoundAfterFailure(String),
     /// Not bound, a claim annotated with one of the copy's nodes to be provisioned there (the
@@ -28,9 +31,12 @@ pub(super) enum Outcome {
 
 impl Outcome {
     /// The outcome with the copy's node names (`<stem>-<i>`) in its message replaced by
-    /// `<node>`, so both copies' messages compare (see the module docs).
-    pub(super) fn without_node_names(self, stem: &str) -> Self {
+    /// `<node>`, and names made from the copy's pod name (`"<pod>-<volume>"`, a generic
+    /// ephemeral volume's claim) by `"<pod>-`, so both copies' messages compare (see the module
+    /// docs).
+    pub(super) fn without_copy_names(self, stem: &str, pod: &str) -> Self {
         let clean = |m: String| -> String {
+            let m = m.replace(&format!("\"{pod}-"), "\"<pod>-");
             let mut out = String::new();
             let mut rest = m.as_str();
             while let Some(at) = rest.find(stem) {
@@ -48,6 +54,7 @@ impl Outcome {
         match self {
             Outcome::Bound => Outcome::Bound,
             Outcome::Unschedulable(m) => Outcome::Unschedulable(clean(m)),
+            Outcome::Undecided => Outcome::Undecided,
             Outcome::BoundAfterFailure(m) => Outcome::BoundAfterFailure(clean(m)),
             Outcome::Provisioning(m) => Outcome::Provisioning(m.map(clean)),
         }
@@ -59,6 +66,7 @@ impl std::fmt::Display for Outcome {
         match self {
             Outcome::Bound => f.write_str("bound"),
             Outcome::Unschedulable(m) => write!(f, "unschedulable: {m:?}"),
+            Outcome::Undecided => f.write_str("undecided (no binding, no FailedScheduling)"),
             Outcome::BoundAfterFailure(m) => write!(f, "bound after failing with {m:?}"),
             Outcome::Provisioning(None) => f.write_str("provisioning"),
             Outcome::Provisioning(Some(m)) => write!(f, "provisioning after failing with {m:?}"),
@@ -81,6 +89,9 @@ pub(super) struct CaseRun {
 impl CaseRun {
     /// What the two disagree on, if anything.
     pub(super) fn disagreement(&self) -> Option<String> {
+        if self.placer == Outcome::Undecided || self.kube == Outcome::Undecided {
+            return Some("a scheduler did not decide".to_owned());
+        }
         if self.placer != self.kube {
             return Some("different outcomes".to_owned());
         }
@@ -231,6 +242,24 @@ mod tests {
         assert!(run(after.clone(), after, 0, 1).disagreement().is_none());
         let other = Outcome::Unschedulable("x".into());
         assert!(run(Outcome::Bound, other, 1, 1).disagreement().is_some());
+        let undecided = Outcome::Undecided;
+        assert!(
+            run(undecided.clone(), undecided, 1, 1)
+                .disagreement()
+                .is_some()
+        );
+    }
+
+    #[test]
+    fn copy_names_are_left_out_of_messages() {
+        let m = "0/9 nodes are available: waiting for ephemeral volume controller to create the \
+                 persistentvolumeclaim \"c3k-a1-scratch\". found a potential placement for pod \
+                 on node run-c3k-a1-2";
+        let got = Outcome::Unschedulable(m.into()).without_copy_names("run-c3k-a1", "c3k-a1");
+        let want = "0/9 nodes are available: waiting for ephemeral volume controller to create \
+                    the persistentvolumeclaim \"<pod>-scratch\". found a potential placement for \
+                    pod on node <node>";
+        assert_eq!(got, Outcome::Unschedulable(want.into()));
     }
 
     #[test]
