@@ -122,6 +122,8 @@ const ROLE_LABEL: &str = "e2e.placer.io/diff-role";
 const POD_IMAGE: &str = "registry.k8s.io/pause:3.10";
 /// The host port generated pods ask for.
 const HOST_PORT: u16 = 18080;
+/// How long a preemptor may take to be placed once its victims are chosen.
+const PREEMPTION_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long both schedulers may take to report on every pod of an attempt.
 const OUTCOME_TIMEOUT: Duration = Duration::from_mins(1);
 
@@ -523,6 +525,13 @@ impl Observed {
         self.node.is_some() || self.selected.is_some() || !self.failures.is_empty()
     }
 
+    /// Reported a placement found by preemption and neither bound nor provisioned yet.
+    fn awaits_victims(&self) -> bool {
+        self.node.is_none()
+            && self.selected.is_none()
+            && (self.failures.first()).is_some_and(|m| m.contains("found a potential placement"))
+    }
+
     fn outcome(&self) -> Outcome {
         match (&self.node, &self.selected, self.failures.first()) {
             (Some(_), _, None) => Outcome::Bound,
@@ -563,6 +572,26 @@ async fn wait_outcomes(
         .await;
     if let Err(e) = decided {
         eprintln!("{e:#}; the undecided pods count as disagreeing");
+    }
+    // A preemptor waits for its victims to go and then for its retry (kube-scheduler's backoff
+    // is a second and more): give it until PREEMPTION_TIMEOUT to be placed, so both sides'
+    // outcomes are final ones, not how far each got within a second.
+    let placed = env
+        .poll("preemptors to be placed", PREEMPTION_TIMEOUT, || async {
+            let seen = observe(env, attempt).await?;
+            let waiting: Vec<&String> = (seen.iter())
+                .filter(|(_, o)| o.awaits_victims())
+                .map(|(t, _)| t)
+                .collect();
+            Ok(if waiting.is_empty() {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(format!("{waiting:?} not placed yet"))
+            })
+        })
+        .await;
+    if let Err(e) = placed {
+        eprintln!("{e:#}; they count as unschedulable");
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
     observe(env, attempt).await
