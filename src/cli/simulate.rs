@@ -9,9 +9,8 @@ use anyhow::{Context, bail};
 use super::OutputFormat;
 use crate::cache::snapshot_file;
 use crate::policy::{self, CompiledPolicy};
-use crate::simulate::engine::Arrival;
 use crate::simulate::expand::Expander;
-use crate::simulate::{cluster_cache, run_blocking, workload};
+use crate::simulate::{cluster_cache, run_blocking, timing, workload};
 
 /// Options of `placer simulate`.
 #[derive(Debug, clap::Args)]
@@ -20,7 +19,8 @@ pub struct SimulateArgs {
     #[arg(long)]
     pub cluster: PathBuf,
     /// The workload: a file or a folder of Pods, Deployments, ReplicaSets,
-    /// StatefulSets, Jobs and PriorityClasses.
+    /// StatefulSets, Jobs and PriorityClasses; timed with the annotations
+    /// `simulate.placer.io/arrive-at` and `simulate.placer.io/runs-for`.
     #[arg(long)]
     pub workload: PathBuf,
     /// Policy file (its profiles are the schedulers).
@@ -61,11 +61,9 @@ pub fn simulate_to_string(args: &SimulateArgs) -> anyhow::Result<String> {
     let mut expander = Expander::new(args.seed, &args.scheduler_name);
     let workload = workload::load(&args.workload, &mut expander)?;
     let (cache, mut arrivals) = cluster_cache(&policy, cluster, &workload);
-    arrivals.extend(workload.pods.into_iter().map(|pod| Arrival {
-        at: std::time::Duration::ZERO,
-        runs_for: None,
-        pod,
-    }));
+    for pod in workload.pods {
+        arrivals.push(timing::arrival(pod).map_err(anyhow::Error::msg)?);
+    }
     let outcome = run_blocking(policy, cache, arrivals, args.seed)
         .context("starting the simulation's runtime")?;
     Ok(match args.format {

@@ -50,7 +50,7 @@ pub struct Arrival {
 }
 
 /// What happened to one pod.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct PodRecord {
     /// `namespace/name`.
     pub key: String,
@@ -64,6 +64,10 @@ pub struct PodRecord {
     pub preempted_by: Option<String>,
     /// It left at the end of its run time.
     pub departed: bool,
+    /// Simulated seconds from its arrival to its (last) placement.
+    pub waited: Option<f64>,
+    /// When it arrived.
+    arrived: Option<Instant>,
 }
 
 /// Everything a run decided, in the order pods first arrived.
@@ -188,7 +192,7 @@ impl Engine {
 
     fn arrive(&mut self, a: Arrival) {
         let key = a.pod.key();
-        self.record.entry(&key);
+        self.record.entry(&key).arrived = Some(Instant::now());
         if let Some(d) = a.runs_for {
             self.runs_for.insert(key.clone(), d);
         }
@@ -207,6 +211,7 @@ impl Engine {
         let r = self.record.entry(key);
         r.node = Some(node.to_string());
         r.message = None;
+        r.waited = r.arrived.map(|at| at.elapsed().as_secs_f64());
         if let Some(d) = self.runs_for.get(key) {
             let at = Instant::now() + *d;
             self.departures

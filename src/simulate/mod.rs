@@ -4,6 +4,7 @@
 //! - [`workload`]: reading the workload's manifests, with positions in errors;
 //! - [`expand`]: controllers into the pods their controllers would create;
 //! - [`api`]: the in-memory API server the binding cycle writes to;
+//! - [`timing`]: when a timed workload's pods arrive and how long they run;
 //! - [`engine`]: standalone mode's loop on paused time;
 //! - [`outcome`]: the report (table, JSON).
 //!
@@ -14,6 +15,7 @@ pub mod api;
 pub mod engine;
 pub mod expand;
 pub mod outcome;
+pub mod timing;
 pub mod workload;
 
 use std::sync::Arc;

@@ -20,7 +20,8 @@ const ZONE: &str = "topology.kubernetes.io/zone";
 pub struct PodResult {
     /// `namespace/name`.
     pub pod: String,
-    /// Where it runs at the end; absent when pending, evicted or departed.
+    /// Where it runs at the end (ran, when it departed); absent when
+    /// pending or evicted.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
     /// `Placed`, `Pending`, `Evicted` or `Departed`.
@@ -96,6 +97,10 @@ pub struct Summary {
     /// Pending pods by each reason their message gives ("Insufficient
     /// cpu"), most frequent first.
     pub pending_by_reason: Vec<ReasonCount>,
+    /// Placed pods that waited (were not placed the moment they arrived).
+    pub waited: usize,
+    /// The longest wait of a placed pod, in simulated seconds.
+    pub longest_wait_seconds: f64,
     /// Simulated time the run covered, in seconds.
     pub simulated_seconds: f64,
 }
@@ -121,7 +126,7 @@ impl Outcome {
             .iter()
             .map(|r| {
                 let (state, node, reason) = if r.departed {
-                    ("Departed", None, None)
+                    ("Departed", r.node.clone(), None)
                 } else if let Some(by) = &r.preempted_by {
                     ("Evicted", None, Some(format!("preempted by {by}")))
                 } else if r.node.is_some() {
@@ -149,6 +154,13 @@ impl Outcome {
             .map(|(reason, pods)| ReasonCount { reason, pods })
             .collect();
         pending_by_reason.sort_by(|a, b| b.pods.cmp(&a.pods).then_with(|| a.reason.cmp(&b.reason)));
+        // A wait shorter than the queue's arrival spacing is no wait.
+        let waits: Vec<f64> = record
+            .pods
+            .iter()
+            .filter_map(|r| r.waited)
+            .filter(|w| *w >= 0.001)
+            .collect();
         let nodes = node_allocations(cluster);
         let zones = zone_allocations(&nodes);
         Outcome {
@@ -159,6 +171,8 @@ impl Outcome {
                 evicted: count("Evicted"),
                 departed: count("Departed"),
                 pending_by_reason,
+                waited: waits.len(),
+                longest_wait_seconds: waits.iter().copied().fold(0.0, f64::max),
                 simulated_seconds: record.simulated_seconds,
             },
             pods,
@@ -237,6 +251,14 @@ impl Outcome {
             "\n{} pods: {} placed, {} pending, {} evicted, {} departed",
             s.pods, s.placed, s.pending, s.evicted, s.departed
         );
+        if s.waited > 0 {
+            let _ = writeln!(
+                out,
+                "  {} waited for room, the longest {}",
+                s.waited,
+                duration(s.longest_wait_seconds)
+            );
+        }
         for r in &s.pending_by_reason {
             let _ = writeln!(out, "  {} pending: {}", r.pods, r.reason);
         }
@@ -349,6 +371,17 @@ fn memory(a: Amount) -> String {
         }
     };
     format!("{}/{}", unit(a.requested), unit(a.allocatable))
+}
+
+/// `1h2m3s`, to the second.
+fn duration(seconds: f64) -> String {
+    let s = seconds.round() as u64;
+    let (h, m, s) = (s / 3600, s / 60 % 60, s % 60);
+    match (h, m) {
+        (0, 0) => format!("{s}s"),
+        (0, _) => format!("{m}m{s}s"),
+        _ => format!("{h}h{m}m{s}s"),
+    }
 }
 
 fn trim(s: String) -> String {

@@ -19,6 +19,7 @@ use serde::de::DeserializeOwned;
 use serde_yaml_ng::Value;
 
 use super::expand::{Expanded, Expander};
+use super::timing;
 use crate::cache::snapshot_file::validate;
 use crate::yaml::{self, FieldPath, Mark};
 
@@ -100,6 +101,10 @@ impl Source<'_> {
         pod: &Pod,
     ) -> Result<(), WorkloadError> {
         validate::pod(pod).map_err(|p| self.error(label, &template.join(&p.field), &p.message))?;
+        timing::check(pod.metadata.annotations.as_ref()).map_err(|(key, message)| {
+            let field = template.key("metadata").key("annotations").key(key);
+            self.error(label, &field, &message)
+        })?;
         let containers = pod
             .spec
             .as_ref()

@@ -156,3 +156,35 @@ fn a_second_pod_of_one_name_is_refused() {
     assert!(e.starts_with("w.yaml:5:1: document 2, Pod \"x/a\""), "{e}");
     assert!(e.contains("a second pod named \"x/a\""), "{e}");
 }
+
+#[test]
+fn a_timed_workload_waits_for_a_departure() {
+    // One 4-cpu node; `b` arrives while `a` runs and gets its room when `a` leaves.
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = dir.path().join("c.yaml");
+    std::fs::write(
+        &cluster,
+        "kind: Node\nmetadata: {name: n}\nstatus: {allocatable: {cpu: '4', memory: 1Gi, pods: '10'}}\n",
+    )
+    .unwrap();
+    let pod = |name: &str, at: &str, runs: &str| {
+        format!(
+            "---\nkind: Pod\nmetadata: {{name: {name}, annotations: {{simulate.placer.io/arrive-at: {at}, simulate.placer.io/runs-for: {runs}}}}}\nspec: {{containers: [{{name: c, resources: {{requests: {{cpu: '3'}}}}}}]}}\n"
+        )
+    };
+    let workload = dir.path().join("w.yaml");
+    std::fs::write(&workload, pod("a", "0s", "2h") + &pod("b", "30m", "1h")).unwrap();
+    let a = args(&cluster, &workload, OutputFormat::Table);
+    let table = simulate_to_string(&a).unwrap();
+    assert!(table.contains("default/a  Departed  n"), "{table}");
+    assert!(table.contains("default/b  Departed  n"), "{table}");
+    assert!(table.contains("2 pods: 0 placed, 0 pending, 0 evicted, 2 departed\n  1 waited for room, the longest 1h30m0s\n"), "{table}");
+    // A bad duration is named where it is written.
+    std::fs::write(&workload, pod("a", "soon", "2h")).unwrap();
+    let e = error_message(&simulate_to_string(&a).unwrap_err());
+    assert!(e.contains("w.yaml:3:"), "{e}");
+    assert!(
+        e.contains("metadata.annotations.simulate.placer.io/arrive-at: \"soon\" is not a duration"),
+        "{e}"
+    );
+}
