@@ -118,6 +118,9 @@ pub struct Engine {
     runs_for: HashMap<String, Duration>,
     departures: BinaryHeap<Departure>,
     record: Record,
+    /// End the run at the first pod that does not fit (`--max-of`).
+    stop_at_first_failure: bool,
+    failed: bool,
 }
 
 impl Engine {
@@ -147,7 +150,17 @@ impl Engine {
             runs_for: HashMap::new(),
             departures: BinaryHeap::new(),
             record: Record::default(),
+            stop_at_first_failure: false,
+            failed: false,
         }
+    }
+
+    /// Ends the run at the first pod that does not fit: the pods after it
+    /// are never tried (counting how many copies of a pod fit).
+    #[must_use]
+    pub fn stopping_at_first_failure(mut self) -> Self {
+        self.stop_at_first_failure = true;
+        self
     }
 
     /// Runs `arrivals` (in order of `at`, ties in their order) to the end:
@@ -157,7 +170,7 @@ impl Engine {
         arrivals.sort_by_key(|a| a.at);
         let start = Instant::now();
         let mut next = arrivals.into_iter().peekable();
-        loop {
+        while !(self.stop_at_first_failure && self.failed) {
             let now = Instant::now();
             while let Some(a) = next.next_if(|a| start + a.at <= now) {
                 self.arrive(a);
@@ -378,6 +391,7 @@ impl Engine {
             _ => retry,
         };
         self.record.entry(&pod.key()).message = Some(failure.message().to_string());
+        self.failed = true;
         self.deliver_events();
         self.requeue(info, retry);
     }
@@ -391,6 +405,7 @@ impl Engine {
             Failure::Unschedulable { .. } => Retry::Backoff,
         };
         self.record.entry(&info.pod.key()).message = Some(failure.message().to_string());
+        self.failed = true;
         self.deliver_events();
         self.requeue(info, retry);
     }

@@ -35,7 +35,7 @@ use crate::objects::workload::{ReplicaSetSelector, StatefulSetSelector};
 pub const MAX_REPLICAS: i32 = 1_000_000;
 
 /// The pods of a workload and the controller selectors the cluster gains.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Expanded {
     /// Every pod, in workload order.
     pub pods: Vec<PodInfo>,

@@ -6,16 +6,20 @@
 //! - [`api`]: the in-memory API server the binding cycle writes to;
 //! - [`timing`]: when a timed workload's pods arrive and how long they run;
 //! - [`engine`]: standalone mode's loop on paused time;
+//! - [`capacity`]: `--max-of`, how many more copies of a pod fit;
+//! - [`whatif`]: `--drain`, `--add-nodes`, `--compare-profile`: the run again, changed;
 //! - [`outcome`]: the report (table, JSON).
 //!
 //! No plugin has a second implementation: the queue, the attempt, Reserve,
 //! Permit, PreBind, Bind and preemption are standalone mode's own.
 
 pub mod api;
+pub mod capacity;
 pub mod engine;
 pub mod expand;
 pub mod outcome;
 pub mod timing;
+pub mod whatif;
 pub mod workload;
 
 use std::sync::Arc;
@@ -74,13 +78,27 @@ pub fn run_blocking(
     arrivals: Vec<Arrival>,
     seed: u64,
 ) -> std::io::Result<Outcome> {
+    run_with(policy, cache, arrivals, seed, |e| e)
+}
+
+/// [`run_blocking`] with the engine adjusted by `adjust` first.
+pub fn run_with(
+    policy: Arc<CompiledPolicy>,
+    cache: Arc<Cache>,
+    arrivals: Vec<Arrival>,
+    seed: u64,
+    adjust: impl FnOnce(Engine) -> Engine,
+) -> std::io::Result<Outcome> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .start_paused(true)
         .build()?;
     // The client's buffer task is spawned on the runtime that makes it.
-    let record =
-        runtime.block_on(async { Engine::new(policy, cache.clone(), seed).run(arrivals).await });
+    let record = runtime.block_on(async {
+        adjust(Engine::new(policy, cache.clone(), seed))
+            .run(arrivals)
+            .await
+    });
     let state = cache.read();
     Ok(Outcome::new(&record, &state))
 }

@@ -107,6 +107,7 @@ pub struct Summary {
 
 /// The whole report.
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
 pub struct Outcome {
     /// Totals.
     pub summary: Summary,
@@ -116,6 +117,27 @@ pub struct Outcome {
     pub nodes: Vec<Allocation>,
     /// Every zone, by name (nodes without the zone label under "").
     pub zones: Vec<Allocation>,
+    /// `--max-of`: how many more copies of a pod fit afterwards.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_of: Option<super::capacity::MaxOf>,
+    /// `--drain`: the nodes drained and the pods they held.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub drained: Option<Drained>,
+    /// `--add-nodes`: how many nodes of a shape the workload needs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub add_nodes: Option<super::whatif::AddNodes>,
+    /// `--compare-profile`: the same run with another policy.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compare: Option<super::whatif::Comparison>,
+}
+
+/// What `--drain` took away before the run.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Drained {
+    /// Nodes cordoned.
+    pub nodes: usize,
+    /// Pods taken off them to be scheduled again.
+    pub pods: usize,
 }
 
 impl Outcome {
@@ -178,6 +200,10 @@ impl Outcome {
             pods,
             nodes,
             zones,
+            max_of: None,
+            drained: None,
+            add_nodes: None,
+            compare: None,
         }
     }
 
@@ -262,7 +288,63 @@ impl Outcome {
         for r in &s.pending_by_reason {
             let _ = writeln!(out, "  {} pending: {}", r.pods, r.reason);
         }
+        self.capacity_lines(&mut out);
         out
+    }
+
+    /// The answers of the capacity flags, one paragraph each.
+    fn capacity_lines(&self, out: &mut String) {
+        if let Some(d) = &self.drained {
+            let _ = writeln!(
+                out,
+                "\ndrained {} nodes; their {} pods were scheduled again first",
+                d.nodes, d.pods
+            );
+        }
+        if let Some(a) = &self.add_nodes {
+            let _ = match a.count {
+                Some(n) => writeln!(
+                    out,
+                    "\nadding {n} nodes like {} leaves no pod pending",
+                    a.template
+                ),
+                None => writeln!(
+                    out,
+                    "\neven {} nodes like {} leave {} pods pending",
+                    a.searched_up_to, a.template, a.still_pending
+                ),
+            };
+        }
+        if let Some(c) = &self.compare {
+            let _ = writeln!(
+                out,
+                "\nwith {}: {} placed, {} pending, {} evicted; {} pods end differently",
+                c.policy,
+                c.placed,
+                c.pending,
+                c.evicted,
+                c.differences.len()
+            );
+            if !c.differences.is_empty() {
+                let rows: Vec<Vec<String>> = c
+                    .differences
+                    .iter()
+                    .map(|d| vec![d.pod.clone(), d.this.clone(), d.other.clone()])
+                    .collect();
+                table(out, &["POD", "THIS", "OTHER"], &rows);
+            }
+        }
+        if let Some(m) = &self.max_of {
+            let _ = writeln!(
+                out,
+                "\n{}{} more of {} fit ({} nodes; counted by {})",
+                if m.at_least { "at least " } else { "" },
+                m.count,
+                m.pod,
+                m.nodes.len(),
+                m.method
+            );
+        }
     }
 }
 

@@ -13,6 +13,10 @@ fn args(cluster: &Path, workload: &Path, format: OutputFormat) -> SimulateArgs {
         policy: PathBuf::from("policy.yaml"),
         scheduler_name: "placer".into(),
         seed: 0,
+        max_of: None,
+        drain: None,
+        add_nodes: None,
+        compare_profile: None,
         format,
     }
 }
