@@ -85,7 +85,7 @@ fn read_csv(path: &Path) -> Result<Vec<std::collections::HashMap<String, String>
 }
 
 fn number(row: &std::collections::HashMap<String, String>, key: &str) -> Result<i64, String> {
-    let v = row.get(key).map(String::as_str).unwrap_or("");
+    let v = row.get(key).map_or("", String::as_str);
     if v.is_empty() {
         return Ok(0);
     }
