@@ -25,7 +25,7 @@ const FLOORS: &[&[&str]] = &[
     &["metrics"],
     &["state"],
     &["ops", "explain"],
-    &["modes"],
+    &["modes", "simulate"],
     &["server"],
     &["cli"],
 ];

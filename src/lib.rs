@@ -23,6 +23,7 @@
 //! | [`explain`] | "why is my pod pending?": a live pod against every node, kube-scheduler's verdicts next to placer's |
 //! | [`ops`] | health, debug endpoints, the panic layer, logging, signals, TLS and policy reload |
 //! | [`modes`] | extender mode (the HTTP verbs and their state), standalone mode, the binder both use |
+//! | [`simulate`] | `placer simulate`: standalone mode's loop over an in-memory cluster, on simulated time |
 //! | [`server`] | the HTTP router and the listener: connection cap, timeouts, drain |
 //! | [`cli`] | the command line |
 //!
@@ -50,6 +51,7 @@ pub mod plugins;
 pub mod policy;
 pub mod protocol;
 pub mod server;
+pub mod simulate;
 pub mod state;
 pub mod yaml;
 

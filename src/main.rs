@@ -29,6 +29,7 @@ fn main() -> ExitCode {
             .and_then(|rt| rt.block_on(cli::serve(args))),
         Command::Explain(args) => cli::explain(args),
         Command::Score(args) => cli::score(&args),
+        Command::Simulate(args) => cli::simulate(&args),
         Command::CheckPolicy { policy } => cli::check_policy(&policy),
     };
     match result {

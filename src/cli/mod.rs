@@ -1,9 +1,10 @@
-//! The command line (design §2): `serve`, `explain`, `score`, `check-policy`, `--version`.
+//! The command line (design §2): `serve`, `explain`, `score`, `simulate`, `check-policy`, `--version`.
 
 mod check_policy;
 mod explain;
 mod score;
 mod serve;
+mod simulate;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -19,6 +20,7 @@ pub use check_policy::check_policy;
 pub use explain::{ExplainArgs, explain};
 pub use score::score;
 pub use serve::serve;
+pub use simulate::{SimulateArgs, simulate, simulate_to_string};
 
 /// The error and its causes joined with ": ", as anyhow's `{:#}` prints
 /// them, minus any cause whose text already ends the message: many error
@@ -124,6 +126,9 @@ pub enum Command {
     /// Explain offline how each node of a cluster file filters and scores for
     /// a pod (the same as `explain --cluster FILE --pod FILE`).
     Score(ScoreArgs),
+    /// Replay a workload on a cluster file through standalone mode's
+    /// scheduler, offline: where each pod goes, or why it stays pending.
+    Simulate(SimulateArgs),
     /// Validate a policy file and print it with defaults filled in.
     CheckPolicy {
         /// The policy file.

@@ -8,8 +8,8 @@
 //! ```
 //!
 //! (`score` there is the normalized score times the plugin's weight: `/explain`'s `weighted`).
-//! kube-scheduler also logs its VolumeBinding score, which placer does not compute: a zero from
-//! a plugin placer does not score is left out of the comparison, any other value is not.
+//! Every score kube-scheduler logs is compared, VolumeBinding's (storage capacity scoring)
+//! included: placer runs every scoring plugin of the default profile.
 //! kube-scheduler runs its default profile with only the plugins placer lacks disabled by name
 //! ([`PLACER_LACKS`]) and schedules each random case's pod; placer runs in extender mode with
 //! `--explain-kube-scheduler-config` pointing at the same configuration, so its in-tree side is
@@ -23,10 +23,15 @@
 //! and a pod with random requests, sometimes pod-level requests, one or two init containers
 //! whose images some nodes hold, preferred node affinity, tolerations and preferred pod
 //! (anti-)affinity to the bound pods. So NodeResourcesBalancedAllocation and ImageLocality are
-//! compared with the rest. A case where one node fits is skipped by kube-scheduler's
+//! compared with the rest. Nodes mostly have a `topology.kubernetes.io/zone`; some bound pods
+//! have preferred pod (anti-)affinity of their own towards the pod (InterPodAffinity from the
+//! existing pods' side); and in rotation the pod has no spreading, a soft topology spread
+//! constraint, or the system default constraints (it is owned by the case's ReplicaSet, whose
+//! selector some bound pods match), so PodTopologySpread scores too. A case where one node fits is skipped by kube-scheduler's
 //! scoring and only checked for that.
 //!
-//! CI runs seed [`DEFAULT_SEED`] with [`DEFAULT_CASES`] cases. More:
+//! CI runs seed [`DEFAULT_SEED`] with [`DEFAULT_CASES`] cases (not fewer under CI, see
+//! [`case_count`]); a run that compared no case fails. More:
 //!
 //! ```text
 //! PLACER_DIFF_SCORE_SEED=7 PLACER_DIFF_SCORE_CASES=20 cargo test --test e2e differential_scores -- --nocapture
@@ -37,9 +42,12 @@ use std::collections::BTreeMap;
 use std::ops::ControlFlow;
 
 use anyhow::bail;
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
 use serde_json::{Value, json};
 
-use crate::differential::{Rng, env_number};
+use crate::differential::{Rng, case_count, env_number};
 use crate::harness::compare::{KubeSchedulerYaml, PLACER_LACKS};
 use crate::harness::logs::{field, lines_with};
 use crate::harness::{Placer, Scheduler, TestEnv, capability_policy};
@@ -62,8 +70,14 @@ const IMAGES: [(&str, i64); 4] = [
 ];
 /// Seeds of the draws of node images and bound pods' pod-level resources ...
 const NODE_EXTRAS: u64 = 0x9e37_79b9_7f4a_7c15;
-/// ... and of the case pod's images and pod-level resources.
+/// ... and of the case pod's images and pod-level resources ...
 const POD_EXTRAS: u64 = 0xbf58_476d_1ce4_e5b9;
+/// ... and of zones, spreading and the bound pods' own affinity.
+const RELATION_EXTRAS: u64 = 0x94d0_49bb_1331_11eb;
+/// The zone key of kube-scheduler's default spreading (`topology.kubernetes.io/zone`).
+const ZONE: &str = "topology.kubernetes.io/zone";
+/// Label of the pods the case's ReplicaSet selects.
+const OWNED: &str = "e2e.placer.io/owned-by";
 
 /// (node, plugin) → weighted score, and node → total.
 type Scores = (BTreeMap<(String, String), i64>, BTreeMap<String, i64>);
@@ -71,7 +85,7 @@ type Scores = (BTreeMap<(String, String), i64>, BTreeMap<String, i64>);
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn explain_scores_agree_with_kube_scheduler() -> anyhow::Result<()> {
     let seed = env_number("PLACER_DIFF_SCORE_SEED")?.unwrap_or(DEFAULT_SEED);
-    let count = env_number("PLACER_DIFF_SCORE_CASES")?.map_or(DEFAULT_CASES, |n| n as usize);
+    let count = case_count("PLACER_DIFF_SCORE_CASES", DEFAULT_CASES)?;
     // ImageLocality divides by every node of the cluster: a control plane of its own keeps
     // other tests' nodes from changing that count between kube-scheduler's scoring and
     // placer's explanation.
@@ -101,25 +115,17 @@ async fn explain_scores_agree_with_kube_scheduler() -> anyhow::Result<()> {
     let kube = Scheduler::start_with_yaml_verbosity(&env, &yaml, 10).await?;
     eprintln!("score differential: seed {seed:#x}, {count} cases");
     let mut disagreements = Vec::new();
-    let (mut compared, mut single) = (0, 0);
+    let (mut compared, mut single, mut unschedulable) = (0, 0, 0);
     for case in 0..count {
         let pod = create_case_pod(&env, seed, case).await?;
-        let bound = env.wait_pod_bound(&pod).await?;
+        let Some(bound) = bound_or_unschedulable(&env, &pod).await? else {
+            // Every node too full: kube-scheduler scored nothing, and there is no node to
+            // compare. The generator's capacities allow it now and then.
+            unschedulable += 1;
+            continue;
+        };
         let explained = explained_bound(&env, &placer, &pod, &bound).await?;
-        let mut logged = logged_scores(kube.log_path(), &format!("{}/{pod}", env.namespace()))?;
-        // kube-scheduler's VolumeBinding has a Score point (storage capacity scoring) that
-        // gives 0 to pods without claims to bind; placer's VolumeBinding does not score. A zero
-        // from a plugin placer does not score is dropped; any other value stays and disagrees.
-        let scoring: Vec<&str> = explained["scorePlugins"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|p| p["by"] == "kube-scheduler")
-            .filter_map(|p| p["name"].as_str())
-            .collect();
-        logged
-            .0
-            .retain(|(_, plugin), score| scoring.contains(&plugin.as_str()) || *score != 0);
+        let logged = logged_scores(kube.log_path(), &format!("{}/{pod}", env.namespace()))?;
         let shown = explained_scores(&explained);
         if logged.1.is_empty() {
             single += 1;
@@ -133,8 +139,10 @@ async fn explain_scores_agree_with_kube_scheduler() -> anyhow::Result<()> {
         }
         compared += 1;
         if logged == shown {
+            let plugins: std::collections::BTreeSet<&str> =
+                logged.0.keys().map(|(_, p)| p.as_str()).collect();
             eprintln!(
-                "case {case}: {} scores and {} totals agree",
+                "case {case}: {} scores and {} totals agree ({plugins:?})",
                 logged.0.len(),
                 logged.1.len()
             );
@@ -146,11 +154,14 @@ async fn explain_scores_agree_with_kube_scheduler() -> anyhow::Result<()> {
         }
     }
     eprintln!(
-        "score differential: seed {seed:#x}: {compared} cases compared, {single} with one feasible node, {} disagreements",
+        "score differential: seed {seed:#x}: {compared} cases compared, {single} with one feasible node, {unschedulable} unschedulable, {} disagreements",
         disagreements.len()
     );
     if !disagreements.is_empty() {
         bail!("{}", disagreements.join("\n"));
+    }
+    if compared == 0 {
+        bail!("seed {seed:#x}: no case had two feasible nodes, no score was compared");
     }
     Ok(())
 }
@@ -191,6 +202,26 @@ async fn case_pods(env: &TestEnv, case: usize) -> anyhow::Result<String> {
         ));
     }
     Ok(out)
+}
+
+/// The node `pod` was bound to, or `None` if kube-scheduler reported it unschedulable.
+async fn bound_or_unschedulable(env: &TestEnv, pod: &str) -> anyhow::Result<Option<String>> {
+    env.poll(
+        &format!("{pod} bound or unschedulable"),
+        crate::harness::SCHEDULING_TIMEOUT,
+        || async {
+            let p = env.pods().get(pod).await?;
+            let spec = p.spec.unwrap_or_default();
+            let unschedulable = (p.status.and_then(|s| s.conditions).into_iter().flatten())
+                .any(|c| c.type_ == "PodScheduled" && c.reason.as_deref() == Some("Unschedulable"));
+            Ok(match (spec.node_name, unschedulable) {
+                (Some(node), _) => ControlFlow::Break(Some(node)),
+                (None, true) => ControlFlow::Break(None),
+                (None, false) => ControlFlow::Continue("pending".into()),
+            })
+        },
+    )
+    .await
 }
 
 /// The explanation of `pod` once placer has seen it bound to `bound`.
@@ -288,6 +319,10 @@ async fn create_case_cluster(env: &TestEnv, seed: u64, case: usize) -> anyhow::R
                 node = node.image(names, size);
             }
         }
+        let mut related = Rng::new(seed ^ RELATION_EXTRAS, case * 8 + n);
+        if related.chance(85) {
+            node = node.label(ZONE, related.pick(&["z1", "z2"]));
+        }
         let name = env.create_nodes([node]).await?.remove(0);
         for p in 0..rng.below(4) {
             let (cpu, memory) = (
@@ -308,10 +343,52 @@ async fn create_case_cluster(env: &TestEnv, seed: u64, case: usize) -> anyhow::R
                 } } }),
                 false => json!({}),
             };
+            let (pod, spec) = bound_pod_relations(&mut related, case, pod, spec);
             env.create_pod_with_spec(&pod, spec).await?;
         }
     }
+    // The ReplicaSet that owns the case's pod where it is spread by the system defaults,
+    // created before both schedulers start so that both see it.
+    let rs: ReplicaSet = serde_json::from_value(json!({
+        "metadata": { "name": format!("c{case}-rs") },
+        "spec": {
+            "replicas": 0,
+            "selector": { "matchLabels": { OWNED: format!("c{case}") } },
+            "template": {
+                "metadata": { "labels": { OWNED: format!("c{case}") } },
+                "spec": { "containers": [{ "name": "main", "image": "registry.k8s.io/pause:3.10" }] },
+            },
+        },
+    }))?;
+    Api::<ReplicaSet>::namespaced(env.client().clone(), env.namespace())
+        .create(&Default::default(), &rs)
+        .await?;
     Ok(())
+}
+
+/// A bound pod's relations (from `related`): sometimes the label of the case's ReplicaSet
+/// (counted by the system default spreading), sometimes preferred pod (anti-)affinity of its
+/// own towards `web` pods, which InterPodAffinity scores from the existing pods' side.
+fn bound_pod_relations(
+    related: &mut Rng,
+    case: usize,
+    mut pod: crate::harness::PodBuilder,
+    mut spec: Value,
+) -> (crate::harness::PodBuilder, Value) {
+    if related.chance(40) {
+        pod = pod.label(OWNED, &format!("c{case}"));
+    }
+    if related.chance(30) {
+        let kind = related.pick(&["podAffinity", "podAntiAffinity"]);
+        spec["affinity"] = json!({ kind: { "preferredDuringSchedulingIgnoredDuringExecution": [{
+            "weight": 1 + related.below(100),
+            "podAffinityTerm": {
+                "labelSelector": { "matchLabels": { APP: "web" } },
+                "topologyKey": related.pick(&["kubernetes.io/hostname", ZONE]),
+            },
+        }] } });
+    }
+    (pod, spec)
 }
 
 /// Creates case `case`'s pod (drawn after its cluster from the same generator); returns its name.
@@ -391,6 +468,38 @@ async fn create_case_pod(env: &TestEnv, seed: u64, case: usize) -> anyhow::Resul
     if !affinity.is_empty() {
         spec.insert("affinity".into(), Value::Object(affinity));
     }
-    env.create_pod_with_spec(&pod, Value::Object(spec)).await?;
+    // Spreading, in rotation: none, a soft constraint of the pod's own, or the system
+    // defaults (the pod is owned by the case's ReplicaSet and has no constraint).
+    let mut related = Rng::new(seed ^ RELATION_EXTRAS, case);
+    let pod = pod.label(OWNED, &format!("c{case}"));
+    let mut object = serde_json::to_value(pod.build())?;
+    match (case + seed as usize) % 3 {
+        0 => {}
+        1 => {
+            spec.insert(
+                "topologySpreadConstraints".into(),
+                json!([{
+                    "maxSkew": 1 + related.below(3),
+                    "topologyKey": related.pick(&["kubernetes.io/hostname", ZONE]),
+                    "whenUnsatisfiable": "ScheduleAnyway",
+                    "labelSelector": { "matchLabels": { APP: related.pick(&["web", "db"]) } },
+                }]),
+            );
+        }
+        _ => {
+            let rs = Api::<ReplicaSet>::namespaced(env.client().clone(), env.namespace())
+                .get(&format!("c{case}-rs"))
+                .await?;
+            object["metadata"]["ownerReferences"] = json!([{
+                "apiVersion": "apps/v1", "kind": "ReplicaSet",
+                "name": rs.metadata.name, "uid": rs.metadata.uid, "controller": true,
+            }]);
+        }
+    }
+    for (key, value) in spec {
+        object["spec"][key] = value;
+    }
+    let object: Pod = serde_json::from_value(object)?;
+    env.pods().create(&Default::default(), &object).await?;
     Ok(name)
 }

@@ -11,7 +11,7 @@
 //! [`Snapshot::unknown_node_warning`].
 
 mod stream;
-mod validate;
+pub mod validate;
 
 use std::collections::HashMap;
 use std::fmt;

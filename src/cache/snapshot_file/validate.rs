@@ -15,7 +15,7 @@ use crate::yaml::FieldPath;
 
 /// What is wrong with an object, and where inside it.
 #[derive(Debug, PartialEq, Eq)]
-pub(super) struct Problem {
+pub struct Problem {
     /// The field, from the object's root.
     pub field: FieldPath,
     /// What is wrong with it.
@@ -24,7 +24,7 @@ pub(super) struct Problem {
 
 /// A Node needs a name, and its capacity and allocatable must be valid,
 /// non-negative quantities.
-pub(super) fn node(node: &Node) -> Result<(), Problem> {
+pub fn node(node: &Node) -> Result<(), Problem> {
     if node.metadata.name.as_deref().is_none_or(str::is_empty) {
         return Err(Problem {
             field: FieldPath::default().key("metadata").key("name"),
@@ -46,7 +46,7 @@ pub(super) fn node(node: &Node) -> Result<(), Problem> {
 
 /// A Pod's requests and limits (per container, init container and for the
 /// whole pod) and its overhead must be valid, non-negative quantities.
-pub(super) fn pod(pod: &Pod) -> Result<(), Problem> {
+pub fn pod(pod: &Pod) -> Result<(), Problem> {
     let Some(spec) = &pod.spec else {
         return Ok(());
     };

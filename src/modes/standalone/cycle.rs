@@ -170,6 +170,12 @@ pub struct TieBreak(AtomicU64);
 const GOLDEN_GAMMA: u64 = 0x9e37_79b9_7f4a_7c15;
 
 impl TieBreak {
+    /// Draws from `seed` on: two runs with one seed break the same ties the
+    /// same way (`placer simulate --seed`); the default is seed 0.
+    pub fn seeded(seed: u64) -> Self {
+        TieBreak(AtomicU64::new(seed))
+    }
+
     fn pick(&self, ties: usize) -> usize {
         if ties <= 1 {
             return 0;

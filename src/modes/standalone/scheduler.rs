@@ -582,7 +582,7 @@ fn offer(state: &AppState, queue: &SchedulingQueue, pod: PodInfo) -> PodInfo {
 /// Whether `event` may make `pod`, rejected by `rejectors`, schedulable:
 /// its profile's queueing hints (a pod whose profile is gone: yes, so that
 /// its next attempt drops it).
-fn worth_retrying(
+pub fn worth_retrying(
     policy: &CompiledPolicy,
     pod: &PodInfo,
     rejectors: &[&'static str],

@@ -33,11 +33,10 @@
 //! does not match the added required terms is skipped; whether it matched
 //! them before is not asked (kube-scheduler asks it only of the pod's own).
 //!
-//! Not supported: the PreFilter narrowing to the nodes named by `matchFields`
-//! `metadata.name In` (placer's runner evaluates every node; the verdicts are
-//! the same, but kube-scheduler reports the nodes it skipped as
-//! "node(s) didn't satisfy plugin(s) [NodeAffinity]"), and the resize-deferred
-//! PreFilter `Skip`.
+//! PreFilter narrows to the nodes every required term names by `matchFields`
+//! `metadata.name In` (`pre_filter_nodes`); the runner
+//! reports the others as "node(s) didn't satisfy plugin(s) [NodeAffinity]",
+//! as kube-scheduler does. Not supported: the resize-deferred PreFilter `Skip`.
 
 mod args;
 

@@ -19,9 +19,9 @@
 //! towards 100 when it improves the balance, towards 50 when it worsens it.
 //!
 //! **Args.** `resources`: a list of `{name, weight}`; the weight must be 1
-//! (0 or absent means 1), names must not repeat. Not supported:
-//! extended resources backed by Dynamic Resource Allocation (placer has no
-//! DRA): such a resource is left out as one the node has none of.
+//! (0 or absent means 1), names must not repeat. An extended resource a
+//! DeviceClass serves (Dynamic Resource Allocation) counts the node's devices
+//! of that class and the ones allocated, as kube-scheduler's does.
 
 use std::collections::HashSet;
 

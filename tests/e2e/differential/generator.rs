@@ -3,6 +3,7 @@
 //! the storage is `storage`'s, the devices `devices`'.
 
 use super::devices::{Devices, FPGA};
+use super::relations::{self, Relations};
 use super::storage::{self, Storage};
 use super::*;
 
@@ -115,6 +116,7 @@ pub(super) struct Case {
     pod: PodSpec,
     pub(super) storage: Storage,
     pub(super) devices: Devices,
+    relations: Relations,
 }
 
 const DISKS: &[&str] = &["ssd", "hdd"];
@@ -208,6 +210,13 @@ impl Case {
             pod.pod_level = None;
             pod.init_cpu_m = None;
         }
+        // Relations from a stream of their own too.
+        let relations = Relations::generate(seed, index, nodes.len());
+        for (n, zone) in nodes.iter_mut().zip(&relations.zones) {
+            if let Some(zone) = zone {
+                n.labels.push((relations::ZONE, (*zone).to_owned()));
+            }
+        }
         for (i, claims) in &storage.holders {
             nodes[*i].occupants.push(Load {
                 claims: claims.clone(),
@@ -220,6 +229,7 @@ impl Case {
             pod,
             storage,
             devices,
+            relations,
         }
     }
 
@@ -397,6 +407,7 @@ impl Case {
                     pod_object(&format!("{}-o{i}-{j}", side.tag), side, "bound", spec)
                 })
             })
+            .chain(self.relations.peers(side))
             .collect()
     }
 
@@ -455,6 +466,18 @@ impl Case {
         if !self.storage.is_empty() {
             spec["volumes"] = Storage::volumes(side, self.storage.pod_claims());
         }
+        if self.storage.ephemeral {
+            let scratch = json!({ "name": "scratch", "ephemeral": { "volumeClaimTemplate": {
+                "spec": {
+                    "accessModes": ["ReadWriteOnce"],
+                    "resources": { "requests": { "storage": "1Gi" } },
+                },
+            } } });
+            match spec["volumes"].as_array_mut() {
+                Some(volumes) => volumes.push(scratch),
+                None => spec["volumes"] = json!([scratch]),
+            }
+        }
         self.devices.ask(side, &mut spec);
         if self.pod.restart_all {
             spec["containers"][0]["restartPolicy"] = json!("Never");
@@ -463,7 +486,10 @@ impl Case {
                 "exitCodes": { "operator": "In", "values": [42] },
             }]);
         }
-        pod_object(&side.tag, side, "case", spec)
+        self.relations.apply(side, &mut spec);
+        let mut pod = pod_object(&side.tag, side, "case", spec);
+        (pod.metadata.labels.get_or_insert_default()).extend(self.relations.pod_labels(side));
+        pod
     }
 
     /// The case as the nodes, bound pods and pod (spec only) that both schedulers saw.
@@ -505,6 +531,7 @@ impl Case {
         );
         let _ = writeln!(out, "  storage: {}", self.storage.describe());
         let _ = writeln!(out, "  devices: {}", self.devices.describe());
+        let _ = writeln!(out, "  relations: {}", self.relations.describe());
         let pod = serde_json::to_value(self.pod(&side, &classes)).unwrap_or_default();
         let _ = write!(out, "  pod spec: {}", pod["spec"]);
         out
@@ -563,7 +590,7 @@ fn container(load: &Load) -> Value {
     c
 }
 
-fn pod_object(name: &str, side: &Side, role: &str, spec: Value) -> Pod {
+pub(super) fn pod_object(name: &str, side: &Side, role: &str, spec: Value) -> Pod {
     serde_json::from_value(json!({
         "metadata": { "name": name, "labels": { ATTEMPT_LABEL: side.attempt, ROLE_LABEL: role } },
         "spec": spec,

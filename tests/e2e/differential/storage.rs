@@ -23,6 +23,10 @@
 //! - a `ReadWriteOncePod` claim, mostly already in use by a pod bound to one of the nodes
 //!   (VolumeRestrictions, and preemption of the holder).
 //!
+//! Some cases without claims (two in five) have a generic ephemeral volume instead; no
+//! ephemeral volume controller runs, so its claim never exists and both schedulers must report
+//! waiting for it (the message names the claim after the copy's pod, read as `<pod>`).
+//!
 //! Half the cases with claims are focused on storage ([`Storage::focused`]): without it most
 //! nodes fail an earlier filter and the volume filters' reasons seldom show.
 
@@ -33,6 +37,8 @@ use super::*;
 
 /// Salt of the storage draws' stream.
 const STREAM: u64 = 0x5707_a6e0_c1a1_3500;
+/// Salt of the draw of a generic ephemeral volume.
+const EPHEMERAL_STREAM: u64 = 0xe9e3_e2a1_0000_0001;
 /// The CSI driver of the CSI volumes, the provisioning classes and the CSINodes' limits.
 pub(super) const DRIVER: &str = "csi.placer.test";
 pub(super) const ZONE: &str = "topology.kubernetes.io/zone";
@@ -188,10 +194,24 @@ pub(super) struct Storage {
     /// The case is about storage: the generator drops the pod's node selection and the nodes'
     /// cordons and hard taints, so that nodes reach the volume filters and their reasons show.
     pub(super) focused: bool,
+    /// The pod also has a generic ephemeral volume, whose claim nothing creates (no
+    /// ephemeral volume controller runs): the volume plugins' PreFilter must say so.
+    pub(super) ephemeral: bool,
 }
 
 impl Storage {
     pub(super) fn generate(seed: u64, index: usize, nodes: usize) -> Self {
+        let claims = Self::claims(seed, index, nodes);
+        Self {
+            // Only beside no claim (it fails the pod before any claim is looked at), and from
+            // a stream of its own, so the claims' draws stay as they were.
+            ephemeral: claims.is_empty() && Rng::new(seed ^ EPHEMERAL_STREAM, index).chance(40),
+            ..claims
+        }
+    }
+
+    /// The claims, volumes, CSINodes and zones.
+    fn claims(seed: u64, index: usize, nodes: usize) -> Self {
         let mut rng = Rng::new(seed ^ STREAM, index);
         let first = KINDS[(index + (seed % KINDS.len() as u64) as usize) % KINDS.len()];
         let mut s = Self {
@@ -390,8 +410,15 @@ impl Storage {
     pub(super) fn describe(&self) -> String {
         format!(
             "claims {:?}, pod mounts {:?}, held by bound pods (node, claims) {:?}, free local \
-             volumes (node, GiB) {:?}, {DRIVER} limits {:?}, zones {:?}",
-            self.claims, self.pod_claims, self.holders, self.free, self.limits, self.zones
+             volumes (node, GiB) {:?}, {DRIVER} limits {:?}, zones {:?}, generic ephemeral \
+             volume {}",
+            self.claims,
+            self.pod_claims,
+            self.holders,
+            self.free,
+            self.limits,
+            self.zones,
+            self.ephemeral
         )
     }
 }
