@@ -18,6 +18,7 @@ const FLOORS: &[&[&str]] = &[
     &["protocol", "yaml", "objects"],
     &["cache"],
     &["k8s"],
+    &["dra"],
     &["framework"],
     &["plugins"],
     &["policy"],
@@ -173,16 +174,6 @@ fn named_plugins(code: &str) -> BTreeSet<String> {
     names
 }
 
-/// Where a plugin's module may still name another's, until the named code
-/// moves down; empty once every plugin is a leaf.
-const NOT_YET_LEAVES: &[(&str, &str)] = &[
-    // The DRA allocator moves to a floor of its own (design §1).
-    ("node_resources", "dynamic_resources"),
-];
-
-/// Folders of `plugins/` that may still nest deeper, until they move out.
-const NOT_YET_FLAT: &[&str] = &["dynamic_resources/allocator/"];
-
 #[test]
 fn plugins_are_leaves_at_most_two_levels_deep() {
     let plugins = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/plugins");
@@ -197,8 +188,7 @@ fn plugins_are_leaves_at_most_two_levels_deep() {
             .collect();
         let name = parts.last().unwrap();
         let test_only = name.ends_with("tests.rs") || name == "test_support.rs";
-        let unix = parts.join("/");
-        if parts.len() > 2 && !NOT_YET_FLAT.iter().any(|d| unix.starts_with(d)) {
+        if parts.len() > 2 {
             wrong.push(format!(
                 "{}: deeper than plugins/<plugin>/<file>.rs",
                 rel.display()
@@ -210,7 +200,7 @@ fn plugins_are_leaves_at_most_two_levels_deep() {
         let own = parts[0].trim_end_matches(".rs");
         let code = code_of(&std::fs::read_to_string(file).unwrap());
         for named in named_plugins(&code) {
-            if named != own && !NOT_YET_LEAVES.contains(&(own, named.as_str())) {
+            if named != own {
                 wrong.push(format!(
                     "{} names the plugin module {named}: move what they share into k8s or the framework",
                     rel.display()

@@ -14,6 +14,7 @@
 //! | [`objects`] | views of API objects (pods, nodes, resources, volumes, budgets, ...) |
 //! | [`cache`] | nodes, assigned pods and the zone index, plus keyed stores (claims, budgets, namespaces, ...), fed by watchers or a snapshot file |
 //! | [`k8s`] | Kubernetes' own rules plugins and explain read: label selectors, taints, node affinity terms, resource names, pod field validation, argument value types |
+//! | [`dra`] | Dynamic Resource Allocation's device allocator (CEL selectors, pools, capacity, the search), which the DynamicResources plugin drives |
 //! | [`framework`] | statuses, cycle state, one trait per extension point, the runner, explanations |
 //! | [`plugins`] | one file per plugin and the registry that builds them from the policy |
 //! | [`policy`] | the policy file: strict loading, defaults, compiled profiles |
@@ -38,6 +39,7 @@
 
 pub mod cache;
 pub mod cli;
+pub mod dra;
 pub mod explain;
 pub mod framework;
 pub mod k8s;

@@ -12,6 +12,7 @@
 //! sit below this floor.
 
 mod api_write;
+mod cache_needs;
 mod cycle_state;
 pub mod explain;
 mod fit_error;
@@ -25,6 +26,7 @@ mod status;
 mod waiting;
 
 pub use api_write::ApiWrite;
+pub use cache_needs::CacheNeeds;
 pub use cycle_state::CycleState;
 pub use explain::{Explanation, NODE_NOT_FOUND, explain};
 pub use fit_error::{ReasonHistogram, fit_error_message};

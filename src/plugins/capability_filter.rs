@@ -95,7 +95,7 @@ impl From<RawRule> for CapabilityRule {
 }
 
 /// Every rule's node label is read on every node of a request.
-impl crate::plugins::CacheNeeds for CapabilityFilterArgs {
+impl crate::framework::CacheNeeds for CapabilityFilterArgs {
     fn node_label_keys(&self) -> Vec<String> {
         self.rules
             .iter()

@@ -29,7 +29,7 @@ pub const NAME: &str = "DefaultBinder";
 #[serde(deny_unknown_fields)]
 pub struct DefaultBinderArgs {}
 
-impl crate::plugins::CacheNeeds for DefaultBinderArgs {}
+impl crate::framework::CacheNeeds for DefaultBinderArgs {}
 
 /// The plugin.
 #[derive(Debug, Default)]

@@ -34,7 +34,7 @@ const MAX_CONTAINER_THRESHOLD: i64 = 1000 * MB;
 #[serde(deny_unknown_fields)]
 pub struct ImageLocalityArgs {}
 
-impl crate::plugins::CacheNeeds for ImageLocalityArgs {}
+impl crate::framework::CacheNeeds for ImageLocalityArgs {}
 
 /// The plugin.
 #[derive(Debug, Default)]

@@ -47,31 +47,8 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
-use crate::cache::CountDimension;
+pub use crate::framework::CacheNeeds;
 use crate::framework::{Plugin, QueueSort};
-
-/// What a plugin's configuration asks the cache to keep for it beyond what
-/// every plugin gets (nodes, pods, keyed kinds). Each args type implements
-/// it; the defaults ask for nothing.
-pub trait CacheNeeds {
-    /// Node label keys the plugin reads on every node of a request: the
-    /// cache keeps their values inline per node ([`crate::objects::inputs`]).
-    fn node_label_keys(&self) -> Vec<String> {
-        Vec::new()
-    }
-
-    /// Pod counts per zone the plugin reads (the zone index's dimensions).
-    fn count_dimensions(&self) -> Vec<CountDimension> {
-        Vec::new()
-    }
-
-    /// Whether the plugin reads Dynamic Resource Allocation's objects
-    /// (ResourceClaims, ResourceSlices, DeviceClasses, DeviceTaintRules):
-    /// only then are they watched.
-    fn dra(&self) -> bool {
-        false
-    }
-}
 
 /// Declares the plugins: each entry `module: Type(ArgsType)` re-exports the
 /// plugin and its args from `module` (declared above), and adds the
@@ -197,11 +174,57 @@ pub fn default_queue_sort() -> QueueSort {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeSet;
+
     use super::*;
+
+    /// Adding a plugin is its module and its `registry!` line: a module
+    /// declared here without a line, or a line whose module is not
+    /// declared (directly or through a `pub use` of a shared folder), fails
+    /// this test, whatever the number of plugins.
+    #[test]
+    fn every_plugin_module_has_one_registry_line() {
+        let text = include_str!("mod.rs");
+        let text = &text[..text.find("#[cfg(test)]\nmod tests").unwrap()];
+        let declared: BTreeSet<&str> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("pub mod ")?.strip_suffix(';'))
+            .collect();
+        let registered: Vec<&str> = text
+            .lines()
+            .filter_map(|l| {
+                let (module, rest) = l.trim().split_once(": ")?;
+                let plain = module.chars().all(|c| c.is_ascii_lowercase() || c == '_');
+                (plain && rest.ends_with(");")).then_some(module)
+            })
+            .collect();
+        let reexports: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("pub use ") && l.contains("::{"))
+            .collect();
+        assert_eq!(registered.len(), PLUGIN_NAMES.len(), "one line per plugin");
+        for module in &registered {
+            let reexported = reexports
+                .iter()
+                .any(|l| l.contains(&format!(" {module}")) || l.contains(&format!("{{{module}")));
+            assert!(
+                declared.contains(module) || reexported,
+                "registry line {module} has no `pub mod {module};`"
+            );
+        }
+        for module in &declared {
+            let shared = reexports
+                .iter()
+                .any(|l| l.starts_with(&format!("pub use {module}::")));
+            assert!(
+                registered.contains(module) || shared,
+                "plugin module {module} has no registry! line"
+            );
+        }
+    }
 
     #[test]
     fn every_listed_plugin_defaults_builds_and_names_itself() {
-        assert_eq!(PLUGIN_NAMES.len(), 23);
         for &name in PLUGIN_NAMES {
             let args = PluginArgs::default_for(name).unwrap();
             assert_eq!(args.plugin_name(), name);

@@ -37,7 +37,7 @@ pub struct NetQosArgs {
 }
 
 /// The tier label is read on every node of a request.
-impl crate::plugins::CacheNeeds for NetQosArgs {
+impl crate::framework::CacheNeeds for NetQosArgs {
     fn node_label_keys(&self) -> Vec<String> {
         vec![self.node_label.to_string()]
     }

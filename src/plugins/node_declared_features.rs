@@ -40,7 +40,7 @@ pub const ERR_REASON: &str = "node(s) didn't match Pod's required features";
 #[serde(deny_unknown_fields)]
 pub struct NodeDeclaredFeaturesArgs {}
 
-impl crate::plugins::CacheNeeds for NodeDeclaredFeaturesArgs {}
+impl crate::framework::CacheNeeds for NodeDeclaredFeaturesArgs {}
 
 /// The plugin.
 #[derive(Debug, Default)]

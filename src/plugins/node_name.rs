@@ -29,7 +29,7 @@ pub const ERR_REASON: &str = "node(s) didn't match the requested node name";
 #[serde(deny_unknown_fields)]
 pub struct NodeNameArgs {}
 
-impl crate::plugins::CacheNeeds for NodeNameArgs {}
+impl crate::framework::CacheNeeds for NodeNameArgs {}
 
 /// The plugin.
 #[derive(Debug, Default)]

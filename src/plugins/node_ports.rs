@@ -43,7 +43,7 @@ const BIND_ALL: &str = "0.0.0.0";
 #[serde(deny_unknown_fields)]
 pub struct NodePortsArgs {}
 
-impl crate::plugins::CacheNeeds for NodePortsArgs {}
+impl crate::framework::CacheNeeds for NodePortsArgs {}
 
 /// The plugin.
 pub struct NodePorts;

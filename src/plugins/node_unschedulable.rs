@@ -33,7 +33,7 @@ pub const TAINT_NODE_UNSCHEDULABLE: &str = "node.kubernetes.io/unschedulable";
 #[serde(deny_unknown_fields)]
 pub struct NodeUnschedulableArgs {}
 
-impl crate::plugins::CacheNeeds for NodeUnschedulableArgs {}
+impl crate::framework::CacheNeeds for NodeUnschedulableArgs {}
 
 /// The plugin.
 #[derive(Debug, Default)]

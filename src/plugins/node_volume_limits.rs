@@ -53,7 +53,7 @@ const UNBOUND_PREFIX: &str = "placer-unbound-claim";
 #[serde(deny_unknown_fields)]
 pub struct NodeVolumeLimitsArgs {}
 
-impl crate::plugins::CacheNeeds for NodeVolumeLimitsArgs {}
+impl crate::framework::CacheNeeds for NodeVolumeLimitsArgs {}
 
 /// The plugin.
 pub struct NodeVolumeLimits;

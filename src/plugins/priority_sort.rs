@@ -17,7 +17,7 @@ pub const NAME: &str = "PrioritySort";
 #[serde(deny_unknown_fields)]
 pub struct PrioritySortArgs {}
 
-impl crate::plugins::CacheNeeds for PrioritySortArgs {}
+impl crate::framework::CacheNeeds for PrioritySortArgs {}
 
 /// The plugin.
 #[derive(Debug, Default)]

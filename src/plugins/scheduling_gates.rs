@@ -23,7 +23,7 @@ pub const NAME: &str = "SchedulingGates";
 #[serde(deny_unknown_fields)]
 pub struct SchedulingGatesArgs {}
 
-impl crate::plugins::CacheNeeds for SchedulingGatesArgs {}
+impl crate::framework::CacheNeeds for SchedulingGatesArgs {}
 
 /// The plugin.
 #[derive(Debug, Default)]

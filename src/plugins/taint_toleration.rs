@@ -42,7 +42,7 @@ pub const ERR_REASON_UNTOLERATED: &str = "node(s) had untolerated taint(s)";
 #[serde(deny_unknown_fields)]
 pub struct TaintTolerationArgs {}
 
-impl crate::plugins::CacheNeeds for TaintTolerationArgs {}
+impl crate::framework::CacheNeeds for TaintTolerationArgs {}
 
 /// The plugin.
 #[derive(Debug, Default)]

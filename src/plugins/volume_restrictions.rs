@@ -46,7 +46,7 @@ pub const ERR_RWOP_CONFLICT: &str = "node(s) unavailable due to PersistentVolume
 #[serde(deny_unknown_fields)]
 pub struct VolumeRestrictionsArgs {}
 
-impl crate::plugins::CacheNeeds for VolumeRestrictionsArgs {}
+impl crate::framework::CacheNeeds for VolumeRestrictionsArgs {}
 
 /// The plugin.
 pub struct VolumeRestrictions;

@@ -51,7 +51,7 @@ const TOPOLOGY_LABELS: [&str; 4] = [BETA_ZONE, BETA_REGION, ZONE, REGION];
 #[serde(deny_unknown_fields)]
 pub struct VolumeZoneArgs {}
 
-impl crate::plugins::CacheNeeds for VolumeZoneArgs {}
+impl crate::framework::CacheNeeds for VolumeZoneArgs {}
 
 /// The plugin.
 pub struct VolumeZone;

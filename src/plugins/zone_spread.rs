@@ -124,7 +124,7 @@ impl ZoneSpreadArgs {
 
 /// The zone label is read on every node; the zone index counts in this
 /// configuration's dimension.
-impl crate::plugins::CacheNeeds for ZoneSpreadArgs {
+impl crate::framework::CacheNeeds for ZoneSpreadArgs {
     fn node_label_keys(&self) -> Vec<String> {
         vec![self.zone_label.to_string()]
     }

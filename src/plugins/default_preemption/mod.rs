@@ -63,7 +63,7 @@ pub struct DefaultPreemptionArgs {
     pub min_candidate_nodes_absolute: u32,
 }
 
-impl crate::plugins::CacheNeeds for DefaultPreemptionArgs {}
+impl crate::framework::CacheNeeds for DefaultPreemptionArgs {}
 
 impl Default for DefaultPreemptionArgs {
     fn default() -> Self {

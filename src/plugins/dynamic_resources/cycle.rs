@@ -9,8 +9,8 @@ use std::sync::Arc;
 use k8s_openapi::api::resource::v1::{AllocationResult, ResourceClaim};
 use parking_lot::Mutex;
 
-use super::allocator::{AllocatedDevices, Allocator, HeldDevice, SearchLimits};
 use super::extended::{ExtendedChoice, ExtendedCycle};
+use crate::dra::{AllocatedDevices, Allocator, HeldDevice, SearchLimits};
 use crate::k8s::node_affinity::RequiredNodeAffinity;
 
 /// PreFilter's state for one pod.

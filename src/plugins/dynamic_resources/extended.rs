@@ -30,9 +30,9 @@ use k8s_openapi::api::resource::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use parking_lot::Mutex;
 
-use super::allocator::{Allocator, AllocatorError};
 use super::owned_by;
 use crate::cache::ClusterState;
+use crate::dra::{Allocator, AllocatorError};
 use crate::framework::Status;
 use crate::k8s::resource_names::is_dra_extended_resource_name;
 use crate::objects::pod::ContainerExtendedRequests;

@@ -14,9 +14,6 @@ use k8s_openapi::api::resource::v1::{
 };
 use parking_lot::Mutex;
 
-use super::allocator::{
-    AllocatedDevices, Allocator, AllocatorError, GaveUp, HeldDevice, SearchLimits,
-};
 use super::binding_conditions;
 use super::claim_writes::{deallocate, delete_claim};
 use super::cycle::{DraCycle, NodeChoice};
@@ -25,6 +22,7 @@ use super::{
     DynamicResources, ERR_CANNOT_ALLOCATE, ERR_NOT_AVAILABLE, InFlight, kobj, pod_claims, watched,
 };
 use crate::cache::ClusterState;
+use crate::dra::{AllocatedDevices, Allocator, AllocatorError, GaveUp, HeldDevice, SearchLimits};
 use crate::framework::scoring::default_normalize_score;
 use crate::framework::{
     Code, CycleState, Diagnosis, FilterPlugin, Framework, NodeScore, Nominating, PostFilterPlugin,

@@ -1,11 +1,11 @@
 //! `/explain`'s hint for a pod with claims: the requests of its unallocated
 //! claims that no node can satisfy, with what the cluster has for them
-//! ([`super::allocator::Unsatisfiable`]). kube-scheduler's message only says
+//! ([`crate::dra::Unsatisfiable`]). kube-scheduler's message only says
 //! "cannot allocate all claims" per node; this names the request.
 
-use super::allocator::{AllocatedDevices, Allocator};
 use super::{pod_claims, watched};
 use crate::cache::ClusterState;
+use crate::dra::{AllocatedDevices, Allocator};
 use crate::objects::PodInfo;
 
 /// One line per request of `pod`'s unallocated claims that no node can

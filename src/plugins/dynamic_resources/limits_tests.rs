@@ -7,7 +7,7 @@ use k8s_openapi::api::resource::v1::DeviceClass;
 use serde_json::json;
 
 use super::*;
-use crate::plugins::dynamic_resources::allocator::{AllocatedDevices, Allocator, STEP_BUDGET};
+use crate::dra::{AllocatedDevices, Allocator, STEP_BUDGET};
 
 /// Devices with `numa: 0` on each node of [`exploding_cluster`].
 const SAME_NUMA: usize = 200;

@@ -8,7 +8,7 @@
 //!   created it), is not being deleted, and a template's claim is the pod's.
 //! - PreFilter ([`filter`]): the same checks; an allocated claim only fits
 //!   where its allocation's node selector matches; the unallocated ones get
-//!   an [`allocator::Allocator`] with the devices in use (claims'
+//!   an [`crate::dra::Allocator`] with the devices in use (claims'
 //!   allocations and this scheduler's own in flight). A pod without claims
 //!   is skipped.
 //! - Filter: allocated claims' node selectors ("resourceclaim not available
@@ -17,10 +17,10 @@
 //!   taints DeviceTaintRules add to their devices (GA in v1.37; the cache
 //!   keeps the rules indexed, `cache::dra_taints`, and reports a rule change
 //!   as updates of the slices it retaints, as kube-scheduler's tracker does).
-//! - Bounds on Filter's search ([`allocator::SearchLimits`]): the args'
+//! - Bounds on Filter's search ([`crate::dra::SearchLimits`]): the args'
 //!   `filterTimeout` (default 10 s, `0` turns it off), as kube-scheduler's
 //!   DRASchedulerFilterTimeout, and placer's own step budget
-//!   ([`allocator::STEP_BUDGET`] steps), which bounds the CPU a claim built
+//!   ([`crate::dra::STEP_BUDGET`] steps), which bounds the CPU a claim built
 //!   to explode the backtracking search costs even with the timeout off. A
 //!   search that runs out is an `Error`, which ends the attempt and retries
 //!   the pod with backoff: "node N: timed out trying to allocate devices",
@@ -59,7 +59,6 @@
 //!   device request of a claim the scheduler creates for the pod in PreBind
 //!   (NodeResourcesFit leaves such resources to this plugin there).
 
-pub mod allocator;
 mod bind;
 mod binding_conditions;
 mod claim_writes;
@@ -79,12 +78,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::cache::ClusterState;
 use crate::cache::events::kinds;
+use crate::dra::HeldDevice;
 use crate::framework::queueing::{ActionType, Change, EventResource, QueueingHint};
 use crate::framework::{EnqueueExtensions, EventHint, PreEnqueuePlugin, Status};
 use crate::k8s::fields::GoDuration;
 use crate::objects::PodInfo;
 use crate::objects::pod::ClaimRef;
-use allocator::HeldDevice;
 pub use extended::{ERR_CANNOT_FIT, ERR_STALE};
 pub use hint::unsatisfiable_requests;
 
@@ -98,7 +97,7 @@ pub const ERR_CANNOT_ALLOCATE: &str = "cannot allocate all claims";
 
 /// DynamicResources' args, kube-scheduler's: `filterTimeout` (zero or
 /// positive, default 10 s, `0` turns it off) bounds the device search of a
-/// pod's Filter calls ([`allocator::SearchLimits`]); `bindingTimeout` (at
+/// pod's Filter calls ([`crate::dra::SearchLimits`]); `bindingTimeout` (at
 /// least a second, default 10 minutes) bounds PreBind's wait for devices'
 /// binding conditions ([`bind`]).
 #[derive(Debug, Clone, PartialEq, Default, Deserialize, Serialize)]
@@ -166,7 +165,7 @@ fn at_least_a_second<'de, D: serde::Deserializer<'de>>(
     Ok(Some(timeout))
 }
 
-impl crate::plugins::CacheNeeds for DynamicResourcesArgs {
+impl crate::framework::CacheNeeds for DynamicResourcesArgs {
     fn dra(&self) -> bool {
         true
     }
@@ -216,7 +215,7 @@ impl DynamicResources {
         DynamicResources {
             in_flight: InFlightTable::default(),
             filter_timeout: (!filter_timeout.is_zero()).then_some(filter_timeout),
-            step_budget: allocator::STEP_BUDGET,
+            step_budget: crate::dra::STEP_BUDGET,
             binding_timeout: args
                 .binding_timeout
                 .unwrap_or(BINDING_TIMEOUT_DEFAULT)
@@ -224,7 +223,7 @@ impl DynamicResources {
         }
     }
 
-    /// The plugin with another step budget than [`allocator::STEP_BUDGET`]
+    /// The plugin with another step budget than [`crate::dra::STEP_BUDGET`]
     /// (tests: a small one runs out quickly).
     pub fn with_step_budget(mut self, steps: u64) -> Self {
         self.step_budget = steps;

@@ -212,7 +212,7 @@ fn reserve_keeps_the_devices_in_flight_until_the_watch_shows_them() {
     assert!(plugin.reserve(&mut state, &p, "n1").is_success());
     assert_eq!(
         plugin.in_flight.lock()["ns/shared"].devices,
-        [HeldDevice::Whole(allocator::DeviceId::new(
+        [HeldDevice::Whole(crate::dra::DeviceId::new(
             "gpu.example.com",
             "pool",
             "gpu-0"

@@ -79,7 +79,7 @@ pub struct InterPodAffinityArgs {
     pub ignore_preferred_terms_of_existing_pods: bool,
 }
 
-impl crate::plugins::CacheNeeds for InterPodAffinityArgs {}
+impl crate::framework::CacheNeeds for InterPodAffinityArgs {}
 
 impl Default for InterPodAffinityArgs {
     fn default() -> Self {

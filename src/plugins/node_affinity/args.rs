@@ -30,7 +30,7 @@ pub struct NodeAffinityArgs {
     pub(super) added: Added,
 }
 
-impl crate::plugins::CacheNeeds for NodeAffinityArgs {}
+impl crate::framework::CacheNeeds for NodeAffinityArgs {}
 
 /// `addedAffinity` parsed: kube-scheduler's `addedNodeSelector` (set when
 /// `requiredDuringSchedulingIgnoredDuringExecution` is, even with no term,

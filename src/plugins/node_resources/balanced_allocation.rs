@@ -66,7 +66,7 @@ impl Default for BalancedAllocationArgs {
     }
 }
 
-impl crate::plugins::CacheNeeds for BalancedAllocationArgs {}
+impl crate::framework::CacheNeeds for BalancedAllocationArgs {}
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]

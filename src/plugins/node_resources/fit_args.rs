@@ -168,7 +168,7 @@ pub struct NodeResourcesFitArgs {
     pub scoring_strategy: ScoringStrategy,
 }
 
-impl crate::plugins::CacheNeeds for NodeResourcesFitArgs {}
+impl crate::framework::CacheNeeds for NodeResourcesFitArgs {}
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]

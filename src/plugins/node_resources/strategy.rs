@@ -2,11 +2,11 @@
 //! request and capacity become a score.
 
 use crate::cache::{ClusterState, NodeUsage};
+use crate::dra::{AllocatedDevices, ClassDevices};
 use crate::framework::MAX_NODE_SCORE;
 use crate::k8s::resource_names::{is_dra_extended_resource_name, is_extended_resource_name};
 use crate::objects::pod::PodSpecInfo;
 use crate::objects::{NodeInfo, Resources};
-use crate::plugins::dynamic_resources::allocator::{AllocatedDevices, ClassDevices};
 
 /// `schedutil.IsScalarResourceName`: the resources kube-scheduler tracks
 /// besides cpu, memory, ephemeral storage and pods.

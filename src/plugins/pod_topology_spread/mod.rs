@@ -98,7 +98,7 @@ pub struct PodTopologySpreadArgs {
     pub default_constraints: Vec<TopologySpreadConstraint>,
 }
 
-impl crate::plugins::CacheNeeds for PodTopologySpreadArgs {}
+impl crate::framework::CacheNeeds for PodTopologySpreadArgs {}
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]

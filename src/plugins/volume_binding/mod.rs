@@ -131,7 +131,7 @@ impl Default for VolumeBindingArgs {
     }
 }
 
-impl crate::plugins::CacheNeeds for VolumeBindingArgs {}
+impl crate::framework::CacheNeeds for VolumeBindingArgs {}
 
 /// What Reserve assumed and PreBind has not seen through yet (kube-scheduler's
 /// PV and PVC assume caches, for the two fields its Reserve changes).

@@ -11,8 +11,7 @@ use super::capacity::{self, CapacityRequests, Consumed};
 use super::cel::Quantity;
 use super::plan::{Choice, ConstraintKind, ConstraintSpec};
 use super::pools::{Pool, node_matches};
-use super::search::Candidate;
-use super::types::{AllocatedDevices, AllocatorError};
+use super::types::{AllocatedDevices, AllocatorError, Candidate};
 use crate::objects::NodeInfo;
 
 /// Whether device `c` of `pool` passes `choice`'s class and request

@@ -13,8 +13,6 @@
 
 use std::collections::HashMap;
 
-use k8s_openapi::api::resource::v1::{Device, ResourceSlice};
-
 use super::budget::{Meter, SearchLimits};
 use super::capacity::{self, Amount};
 use super::checks::{
@@ -22,16 +20,8 @@ use super::checks::{
 };
 use super::plan::{ALLOCATION_RESULTS_MAX_SIZE, Choice, ClaimPlan, Mode};
 use super::pools::Pool;
-use super::types::{AllocatedDevices, AllocatorError};
+use super::types::{AllocatedDevices, AllocatorError, Candidate};
 use crate::objects::NodeInfo;
-
-/// A candidate device and where it sits.
-#[derive(Clone, Copy)]
-pub(super) struct Candidate<'a> {
-    pub pool: usize,
-    pub slice: &'a ResourceSlice,
-    pub device: &'a Device,
-}
 
 /// A device picked for a request.
 pub(super) struct Picked<'a> {

@@ -3,7 +3,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use k8s_openapi::api::resource::v1::DeviceRequestAllocationResult;
+use k8s_openapi::api::resource::v1::{Device, DeviceRequestAllocationResult, ResourceSlice};
 
 use super::budget::GaveUp;
 use super::capacity::{Amount, Consumed};
@@ -242,4 +242,13 @@ impl AllocatorError {
     pub(crate) fn fatal(message: impl Into<String>) -> Self {
         AllocatorError::Fatal(message.into())
     }
+}
+
+/// A candidate device and where it sits: what the search tries and the
+/// checks judge.
+#[derive(Clone, Copy)]
+pub(super) struct Candidate<'a> {
+    pub pool: usize,
+    pub slice: &'a ResourceSlice,
+    pub device: &'a Device,
 }

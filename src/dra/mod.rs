@@ -1,5 +1,12 @@
-//! The structured-parameters device allocator of Dynamic Resource
-//! Allocation: given a pod's unallocated ResourceClaims, the DeviceClasses
+//! The `dra` floor (design §1): the structured-parameters device allocator
+//! of Dynamic Resource Allocation, below the plugins. The DynamicResources
+//! plugin (`plugins/dynamic_resources/`) drives it through its cycle, and
+//! the resource scores read a class's devices ([`ClassDevices`]). The DRA
+//! objects it reads are the cache's: `cache/dra.rs` keeps the claims,
+//! slices (indexed per node), classes and the devices in use, and
+//! `cache/dra_taints.rs` the DeviceTaintRules, compact per pool.
+//!
+//! The allocator: given a pod's unallocated ResourceClaims, the DeviceClasses
 //! they name and the ResourceSlices a node can use, find devices for every
 //! request of every claim, or say that the node cannot have them.
 //!
