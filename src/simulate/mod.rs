@@ -8,11 +8,13 @@
 //! - [`engine`]: standalone mode's loop on paused time;
 //! - [`capacity`]: `--max-of`, how many more copies of a pod fit;
 //! - [`whatif`]: `--drain`, `--add-nodes`, `--compare-profile`: the run again, changed;
+//! - [`answers`]: what `--add-nodes` and `--compare-profile` answer, as data;
 //! - [`outcome`]: the report (table, JSON).
 //!
 //! No plugin has a second implementation: the queue, the attempt, Reserve,
 //! Permit, PreBind, Bind and preemption are standalone mode's own.
 
+pub mod answers;
 pub mod api;
 pub mod capacity;
 pub mod engine;

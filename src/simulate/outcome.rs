@@ -125,10 +125,10 @@ pub struct Outcome {
     pub drained: Option<Drained>,
     /// `--add-nodes`: how many nodes of a shape the workload needs.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub add_nodes: Option<super::whatif::AddNodes>,
+    pub add_nodes: Option<super::answers::AddNodes>,
     /// `--compare-profile`: the same run with another policy.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub compare: Option<super::whatif::Comparison>,
+    pub compare: Option<super::answers::Comparison>,
 }
 
 /// What `--drain` took away before the run.

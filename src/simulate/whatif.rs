@@ -3,8 +3,7 @@
 
 use std::sync::Arc;
 
-use serde::Serialize;
-
+pub use super::answers::{AddNodes, Comparison, Difference};
 use super::engine::Arrival;
 use super::expand::Expanded;
 use super::outcome::Outcome;
@@ -140,21 +139,6 @@ pub fn drain(inputs: &mut Inputs, selector: &NodeSelector) -> (usize, usize) {
     (drained.len(), moved)
 }
 
-/// The answer to `--add-nodes`.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
-pub struct AddNodes {
-    /// The node template's name.
-    pub template: String,
-    /// The smallest count that leaves no pod pending, if one up to
-    /// `searched_up_to` does.
-    pub count: Option<usize>,
-    /// The largest count tried.
-    pub searched_up_to: usize,
-    /// Pods still pending with `searched_up_to` nodes added (when none fits).
-    pub still_pending: usize,
-}
-
 /// Most nodes `--add-nodes` adds.
 pub const MAX_ADDED_NODES: usize = 16_384;
 
@@ -206,33 +190,6 @@ pub fn add_nodes(
         }
     }
     Ok(answer(Some(high), searched, 0))
-}
-
-/// The answer to `--compare-profile`: the other policy's run beside this one.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
-pub struct Comparison {
-    /// The other policy file.
-    pub policy: String,
-    /// Placed with it.
-    pub placed: usize,
-    /// Pending with it.
-    pub pending: usize,
-    /// Evicted with it.
-    pub evicted: usize,
-    /// Pods that ended elsewhere (or in another state) with it.
-    pub differences: Vec<Difference>,
-}
-
-/// One pod's two outcomes.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
-pub struct Difference {
-    /// The pod.
-    pub pod: String,
-    /// Its node (or state) in this run.
-    pub this: String,
-    /// Its node (or state) with the other profile.
-    pub other: String,
 }
 
 /// Compares `this` run with `other`'s (made with the policy in `file`).
