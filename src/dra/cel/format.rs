@@ -26,7 +26,21 @@ pub(crate) struct Format(&'static str);
 
 static_val!(Format, FORMAT_TYPE);
 
-const NAMES: &[&str] = &[
+/// The named formats, written once: the list `format.named` looks names up in, and one
+/// `format.<name>()` overload each (overloads are plain `fn`s, which cannot capture a name, so
+/// each is written out from its literal).
+macro_rules! formats {
+    ($($name:literal),* $(,)?) => {
+        const NAMES: &[&str] = &[$($name),*];
+
+        fn register_each(env: &mut Env) -> Result<(), cel::DeclarationError> {
+            $(env.add_overload(concat!("format.", $name), concat!("format-", $name), vec![], |_| owned(Format($name)))?;)*
+            Ok(())
+        }
+    };
+}
+
+formats!(
     "dns1123Label",
     "dns1123Subdomain",
     "dns1035Label",
@@ -40,7 +54,7 @@ const NAMES: &[&str] = &[
     "byte",
     "date",
     "datetime",
-];
+);
 
 const LABEL_FMT: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";
 const LABEL_ERR: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character";
@@ -183,26 +197,7 @@ fn format_by_name(name: &str) -> Option<Format> {
 
 /// Registers the format library.
 pub(super) fn register(env: &mut Env) -> Result<(), cel::DeclarationError> {
-    macro_rules! named {
-        ($($name:literal),*) => {
-            $(env.add_overload(concat!("format.", $name), concat!("format-", $name), vec![], |_| owned(Format($name)))?;)*
-        };
-    }
-    named!(
-        "dns1123Label",
-        "dns1123Subdomain",
-        "dns1035Label",
-        "qualifiedName",
-        "dns1123LabelPrefix",
-        "dns1123SubdomainPrefix",
-        "dns1035LabelPrefix",
-        "labelValue",
-        "uri",
-        "uuid",
-        "byte",
-        "date",
-        "datetime"
-    );
+    register_each(env)?;
     env.add_overload("format.named", "format-named", vec![STRING_TYPE], |a| {
         let name = arg::<CelString>(&a, 0, "format.named")?.inner();
         owned(match format_by_name(name) {
